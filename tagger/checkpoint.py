@@ -1,0 +1,82 @@
+"""Reading and writing checkpoints safely.
+
+Every checkpoint holds the weights plus ``checkpoint["tagger"] = {"config", "vocab"}`` as plain
+data, so it loads with ``torch.load(weights_only=True)`` and the model is rebuilt from the saved
+config and vocabulary — never from the corpus.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+
+from tagger.data.vocab import Vocab
+from tagger.models.tagger import Tagger, build_tagger
+
+CHECKPOINT_KEY = "tagger"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, truncated, corrupted or not a tagger checkpoint."""
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Write to a temporary file in the same folder, then rename: a crash mid-write never leaves a
+    half-written ``best.ckpt``/``last.ckpt`` behind (the rename is atomic on POSIX)."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options=None) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                torch.save(checkpoint, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+@dataclass
+class LoadedModel:
+    tagger: Tagger
+    vocab: Vocab
+    config: dict[str, Any]
+    path: Path
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # truncated zip, garbage bytes, pickled code: all refused here
+        raise CheckpointError(f"cannot read checkpoint {path}: {type(e).__name__}: {e}") from e
+    if not isinstance(ckpt, dict) or CHECKPOINT_KEY not in ckpt or "state_dict" not in ckpt:
+        raise CheckpointError(f"{path} is not a tagger checkpoint (no '{CHECKPOINT_KEY}' config/vocab entry)")
+    return ckpt
+
+
+def model_from_parts(config: dict[str, Any], vocab: Vocab, state_dict: dict[str, torch.Tensor], source: str) -> Tagger:
+    tagger = build_tagger(config, vocab, pretrained=False)
+    try:
+        tagger.load_state_dict(state_dict)
+    except RuntimeError as e:
+        raise CheckpointError(f"{source}: weights do not match the saved config: {e}") from e
+    return tagger.eval()
+
+
+def load_checkpoint(path: str | Path) -> LoadedModel:
+    ckpt = read_checkpoint(path)
+    saved = ckpt[CHECKPOINT_KEY]
+    vocab = Vocab.from_dict(saved["vocab"])
+    state = {k.removeprefix("tagger."): v for k, v in ckpt["state_dict"].items() if k.startswith("tagger.")}
+    return LoadedModel(model_from_parts(saved["config"], vocab, state, str(path)), vocab, saved["config"], Path(path))

@@ -1,0 +1,203 @@
+"""LightningDataModule: corpus -> vocab (train only, in ``setup``) -> length-bucketed padded batches."""
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Any, Iterator
+
+import pytorch_lightning as pl
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, Sampler
+
+from tagger.data.vocab import IGNORE_INDEX, PAD_ID, Vocab
+
+
+class BucketBatchSampler(Sampler[list[int]]):
+    """Batches of sentences of similar length, so little of each batch is padding.
+
+    Training: shuffle (seeded by ``seed + epoch``), sort within pools of ``pool`` batches, shuffle the
+    batches. Evaluation: sort everything by length. Under torch.distributed each rank takes every
+    ``world_size``-th batch (Lightning's distributed sampler is switched off for this sampler).
+    """
+
+    def __init__(self, lengths: list[int], batch_size: int, shuffle: bool, seed: int = 0, pool: int = 50):
+        if batch_size < 1:
+            raise ValueError(f"data.batch_size must be >= 1, got {batch_size}")
+        self.lengths, self.batch_size, self.shuffle, self.seed, self.pool = lengths, batch_size, shuffle, seed, pool
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:  # called by Lightning at every epoch start
+        self.epoch = epoch
+
+    def _batches(self) -> list[list[int]]:
+        n = len(self.lengths)
+        if not self.shuffle:
+            order = sorted(range(n), key=lambda i: self.lengths[i])
+            return [order[i : i + self.batch_size] for i in range(0, n, self.batch_size)]
+        g = torch.Generator().manual_seed(self.seed + self.epoch)
+        perm = torch.randperm(n, generator=g).tolist()
+        size = self.batch_size * self.pool
+        batches = []
+        for start in range(0, n, size):
+            chunk = sorted(perm[start : start + size], key=lambda i: self.lengths[i])
+            batches += [chunk[i : i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
+        return [batches[i] for i in torch.randperm(len(batches), generator=g).tolist()]
+
+    def _shard(self, batches: list[list[int]]) -> list[list[int]]:
+        if not (dist.is_available() and dist.is_initialized()):
+            return batches
+        world, rank = dist.get_world_size(), dist.get_rank()
+        per_rank = math.ceil(len(batches) / world)
+        batches = batches + batches[: per_rank * world - len(batches)]  # equal counts keep ranks in step
+        return batches[rank::world]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self._shard(self._batches()))
+
+    def __len__(self) -> int:
+        n = math.ceil(len(self.lengths) / self.batch_size) if not self.shuffle else len(self._batches())
+        if dist.is_available() and dist.is_initialized():
+            return math.ceil(n / dist.get_world_size())
+        return n
+
+
+def encode_sentence(vocab: Vocab, tokens: list[str], tags: list[int] | None = None) -> dict[str, Any]:
+    return {
+        "words": [vocab.word_id(t) for t in tokens],
+        "chars": [vocab.char_ids(t) for t in tokens],
+        "tags": tags if tags is not None else [IGNORE_INDEX] * len(tokens),
+        "unseen": [vocab.is_unseen(t) for t in tokens],
+    }
+
+
+def collate(items: list[dict[str, Any]], max_word_chars: int = 40) -> dict[str, torch.Tensor]:
+    """Pad a list of encoded sentences.
+
+    Returns words (B,T), chars (B,T,L), tags (B,T) with IGNORE_INDEX on padding, mask (B,T) bool,
+    unseen (B,T) bool, index (B,) position of each sentence in its split.
+    Words longer than ``max_word_chars`` keep their first and last ``max_word_chars // 2``
+    characters (prefix and suffix carry the signal; a 300-character URL would otherwise set L).
+    """
+    B = len(items)
+    T = max(len(it["words"]) for it in items)
+    half = max_word_chars // 2
+    clip = lambda c: c if len(c) <= max_word_chars else c[:half] + c[-half:]  # noqa: E731
+    L = max(1, max(len(clip(c)) for it in items for c in it["chars"]))
+    words = torch.full((B, T), PAD_ID, dtype=torch.long)
+    tags = torch.full((B, T), IGNORE_INDEX, dtype=torch.long)
+    chars = torch.full((B, T, L), PAD_ID, dtype=torch.long)
+    mask = torch.zeros((B, T), dtype=torch.bool)
+    unseen = torch.zeros((B, T), dtype=torch.bool)
+    for b, it in enumerate(items):
+        n = len(it["words"])
+        words[b, :n] = torch.tensor(it["words"])
+        tags[b, :n] = torch.tensor(it["tags"])
+        mask[b, :n] = True
+        unseen[b, :n] = torch.tensor(it["unseen"])
+        for t, c in enumerate(it["chars"]):
+            c = clip(c)
+            chars[b, t, : len(c)] = torch.tensor(c, dtype=torch.long)
+    index = torch.tensor([it.get("index", -1) for it in items])
+    return {"words": words, "chars": chars, "tags": tags, "mask": mask, "unseen": unseen, "index": index}
+
+
+class _Encoded(torch.utils.data.Dataset):
+    def __init__(self, items: list[dict[str, Any]]):
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return self.items[i]
+
+
+class TaggerDataModule(pl.LightningDataModule):
+    """Loads a corpus (``corpus.load() -> DatasetDict``), builds the vocab from train, serves batches.
+
+    Pass ``vocab`` to evaluate a trained model: it is used as is and never rebuilt.
+    """
+
+    def __init__(
+        self,
+        corpus: Any,
+        task: str,
+        batch_size: int = 32,
+        eval_batch_size: int = 128,
+        min_freq: int = 1,
+        lowercase: bool = False,
+        normalize_digits: bool = True,
+        max_train_len: int | None = None,
+        max_word_chars: int = 40,
+        seed: int = 0,
+        num_workers: int = 0,
+        vocab: Vocab | None = None,
+    ):
+        super().__init__()
+        if task not in ("pos", "ner"):
+            raise ValueError(f"data.task must be 'pos' or 'ner', got {task!r}")
+        self.corpus, self.task = corpus, task
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
+        self.min_freq, self.lowercase, self.normalize_digits = min_freq, lowercase, normalize_digits
+        self.max_train_len, self.max_word_chars = max_train_len, max_word_chars
+        self.seed, self.num_workers = seed, num_workers
+        self.vocab = vocab
+        self.datasets = None  # datasets.DatasetDict
+        self.encoded: dict[str, _Encoded] = {}
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.encoded:
+            return
+        dsd = self.corpus.load()
+        if self.max_train_len is not None:
+            dsd["train"] = dsd["train"].filter(lambda ex: len(ex["tokens"]) <= self.max_train_len)
+        self.datasets = dsd
+        names = dsd["train"].features["tags"].feature.names
+        if self.vocab is None:
+            self.vocab = Vocab.build(
+                dsd["train"]["tokens"], names, self.task, getattr(self.corpus, "tag_scheme", None),
+                self.min_freq, self.lowercase, self.normalize_digits,
+            )
+        elif list(self.vocab.labels) != list(names):
+            # the saved label order is the truth; remap this corpus's ClassLabel ids onto it
+            missing = sorted(set(names) - set(self.vocab.labels))
+            if missing:
+                raise ValueError(f"corpus has tags the model was not trained on: {missing}")
+        for split, ds in dsd.items():
+            split_names = ds.features["tags"].feature.names
+            to_model = [self.vocab.labels.index(n) if n in self.vocab.labels else IGNORE_INDEX for n in split_names]
+            items = []
+            for i, (tokens, tags) in enumerate(zip(ds["tokens"], ds["tags"])):
+                item = encode_sentence(self.vocab, tokens, [to_model[t] for t in tags])
+                item["index"] = i
+                items.append(item)
+            self.encoded[split] = _Encoded(items)
+
+    def tokens(self, split: str) -> list[list[str]]:
+        return self.datasets[split]["tokens"]
+
+    def _loader(self, split: str, train: bool) -> DataLoader:
+        data = self.encoded[split]
+        sampler = BucketBatchSampler(
+            [len(it["words"]) for it in data.items],
+            self.batch_size if train else self.eval_batch_size,
+            shuffle=train,
+            seed=self.seed,
+        )
+        return DataLoader(
+            data, batch_sampler=sampler, num_workers=self.num_workers,
+            collate_fn=partial(collate, max_word_chars=self.max_word_chars),
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("validation", False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", False)
+
+    def split_loader(self, split: str) -> DataLoader:
+        return self._loader(split, False)

@@ -1,0 +1,456 @@
+"""Readers for the corpora the tagger trains on.
+
+Two on-disk formats are supported:
+
+* CoNLL-U (Universal Dependencies) for POS tagging, via :func:`read_conllu`;
+* whitespace/tab separated column files such as CoNLL-2003 for NER, via
+  :func:`read_conll_columns`, with entity tags converted between IOB1, IOB2
+  and BIOES by :func:`convert_scheme`.
+
+Readers return plain ``{"id", "tokens", "tags"}`` dicts; :func:`build_dataset_dict`
+turns splits of them into a :class:`datasets.DatasetDict` whose label
+vocabulary comes from the training split only.  :class:`ConlluCorpus` and
+:class:`ColumnCorpus` are the config objects Hydra instantiates.
+"""
+
+from __future__ import annotations
+
+import os
+
+# The machines this runs on cannot reach the Hugging Face Hub; without these,
+# `datasets` may try (and time out) on network calls.  setdefault so a user can
+# still opt back in.  Must run before `datasets` is imported.
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from collections.abc import Iterator, Mapping  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import datasets  # noqa: E402
+
+__all__ = [
+    "SCHEMES",
+    "CorpusFormatError",
+    "convert_scheme",
+    "read_conllu",
+    "read_conll_columns",
+    "build_dataset_dict",
+    "ConlluCorpus",
+    "ColumnCorpus",
+]
+
+SCHEMES = ("IOB1", "IOB2", "BIOES")
+
+# Prefixes a tag may carry in each scheme ("O" is always allowed on its own).
+_PREFIXES = {"IOB1": ("B", "I"), "IOB2": ("B", "I"), "BIOES": ("B", "I", "E", "S")}
+
+# Values of `scheme` meaning "these tags are not entity tags, leave them alone".
+_NO_SCHEME = (None, "none", "NONE", "None")
+
+DATA_DIR_ENV = "TAGGER_DATA_DIR"
+
+Sentence = dict  # {"id": str, "tokens": list[str], "tags": list[str]}
+
+
+class CorpusFormatError(ValueError):
+    """A corpus file is malformed; the message starts with ``path:lineno:``."""
+
+    def __init__(self, path: str | os.PathLike, lineno: int, message: str) -> None:
+        self.path = str(path)
+        self.lineno = lineno
+        super().__init__(f"{path}:{lineno}: {message}")
+
+
+# --------------------------------------------------------------------------- #
+# Tagging schemes
+# --------------------------------------------------------------------------- #
+
+
+def _canonical_scheme(scheme: str) -> str:
+    name = str(scheme).upper()
+    if name not in SCHEMES:
+        raise ValueError(f"unknown tagging scheme {scheme!r}; allowed schemes: {', '.join(SCHEMES)}")
+    return name
+
+
+def _split_tag(tag: str, scheme: str) -> tuple[str, str | None]:
+    """Return (prefix, entity type), or ("O", None); raise ValueError on a tag foreign to `scheme`."""
+    if tag == "O":
+        return "O", None
+    prefix, sep, label = tag.partition("-")
+    if not sep or not label or prefix not in _PREFIXES[scheme]:
+        allowed = ", ".join(f"{p}-TYPE" for p in _PREFIXES[scheme])
+        raise ValueError(f"tag {tag!r} is not valid in the {scheme} scheme (expected O, {allowed})")
+    return prefix, label
+
+
+def _spans(tags: list[str], scheme: str) -> list[tuple[int, int, str]]:
+    """Decode tags into entity spans ``(start, end_exclusive, type)``.
+
+    Decoding is lenient in the way conlleval is: an I- (or E-) tag that cannot
+    continue the current entity (after O, after another type, or after an
+    entity that was already closed by E-/S-) starts a new one instead of being
+    rejected.  This makes IOB1 and IOB2 decoding the same procedure.
+    """
+    spans: list[tuple[int, int, str]] = []
+    start: int | None = None  # start of the entity that may still be continued
+    current: str | None = None
+    for i, tag in enumerate(tags):
+        prefix, label = _split_tag(tag, scheme)
+        continues = prefix in ("I", "E") and start is not None and label == current
+        if start is not None and not continues:
+            spans.append((start, i, current))  # type: ignore[arg-type]
+            start, current = None, None
+        if prefix == "O":
+            continue
+        if not continues:
+            start, current = i, label
+        if prefix in ("E", "S"):
+            # BIOES closes the entity explicitly: a following I-/E- must start anew.
+            spans.append((start, i + 1, current))  # type: ignore[arg-type]
+            start, current = None, None
+    if start is not None:
+        spans.append((start, len(tags), current))  # type: ignore[arg-type]
+    return spans
+
+
+def _encode(spans: list[tuple[int, int, str]], length: int, scheme: str) -> list[str]:
+    tags = ["O"] * length
+    prev_end, prev_type = -1, None
+    for start, end, label in spans:
+        if scheme == "BIOES" and end - start == 1:
+            tags[start] = f"S-{label}"
+        else:
+            if scheme == "IOB1":
+                # IOB1 only marks a beginning when it is needed to separate two
+                # adjacent entities of the same type.
+                first = "B" if (prev_end == start and prev_type == label) else "I"
+            else:
+                first = "B"
+            tags[start] = f"{first}-{label}"
+            for i in range(start + 1, end):
+                tags[i] = f"I-{label}"
+            if scheme == "BIOES":
+                tags[end - 1] = f"E-{label}"
+        prev_end, prev_type = end, label
+    return tags
+
+
+def convert_scheme(tags: list[str], source: str, target: str) -> list[str]:
+    """Convert one sentence's entity tags from scheme `source` to scheme `target`.
+
+    Conversion decodes the tags into entity spans and re-encodes them, so
+    ill-formed input (e.g. IOB2 ``O I-PER``) is normalised the way conlleval
+    reads it, even when ``source == target``.
+    """
+    source, target = _canonical_scheme(source), _canonical_scheme(target)
+    return _encode(_spans(list(tags), source), len(tags), target)
+
+
+# --------------------------------------------------------------------------- #
+# File readers
+# --------------------------------------------------------------------------- #
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, line without its line terminator)."""
+    # utf-8-sig: a BOM written by some editors would otherwise glue itself to
+    # the first token or comment.
+    with path.open(encoding="utf-8-sig") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            yield lineno, line.rstrip("\r\n")
+
+
+_CONLLU_TAG_COLUMNS = {"upos": 3, "xpos": 4}
+
+
+def read_conllu(path: str | os.PathLike, tag_column: str = "upos") -> list[Sentence]:
+    """Read a CoNLL-U file into sentences of syntactic words and their UPOS or XPOS tags.
+
+    Multi-word token ranges (``3-4``) and empty nodes (``8.1``) are skipped:
+    they are not the words the treebank tags.  The sentence id is taken from
+    ``# sent_id = ...`` when present, else ``"<file name>:<line of first word>"``.
+    """
+    if tag_column not in _CONLLU_TAG_COLUMNS:
+        raise ValueError(f"tag_column must be one of {sorted(_CONLLU_TAG_COLUMNS)}, got {tag_column!r}")
+    tag_index = _CONLLU_TAG_COLUMNS[tag_column]
+    path = Path(path)
+
+    sentences: list[Sentence] = []
+    tokens: list[str] = []
+    tags: list[str] = []
+    sent_id: str | None = None
+    first_lineno: int | None = None
+
+    def flush() -> None:
+        nonlocal tokens, tags, sent_id, first_lineno
+        # A block of only comments (or only multi-word lines) has no words to tag.
+        if tokens:
+            sentences.append(
+                {"id": sent_id or f"{path.name}:{first_lineno}", "tokens": tokens, "tags": tags}
+            )
+        tokens, tags, sent_id, first_lineno = [], [], None, None
+
+    for lineno, line in _lines(path):
+        if not line.strip():
+            flush()
+            continue
+        if line.startswith("#"):
+            key, sep, value = line[1:].partition("=")
+            if sep and key.strip() == "sent_id":
+                sent_id = value.strip()
+            continue
+        columns = line.split("\t")
+        if len(columns) != 10:
+            raise CorpusFormatError(path, lineno, f"expected 10 tab-separated columns, found {len(columns)}")
+        word_id = columns[0]
+        if "-" in word_id or "." in word_id:
+            _check_special_id(path, lineno, word_id)
+            continue
+        if not word_id.isdigit():
+            raise CorpusFormatError(path, lineno, f"ID {word_id!r} is not an integer, range or decimal")
+        form, tag = columns[1], columns[tag_index]
+        if not form:
+            raise CorpusFormatError(path, lineno, "empty FORM column")
+        if not tag:
+            raise CorpusFormatError(path, lineno, f"empty {tag_column.upper()} column")
+        if first_lineno is None:
+            first_lineno = lineno
+        tokens.append(form)
+        tags.append(tag)
+    flush()
+    return sentences
+
+
+def _check_special_id(path: Path, lineno: int, word_id: str) -> None:
+    """Accept ``N-M`` (multi-word token) and ``N.M`` (empty node) IDs, reject anything else."""
+    sep = "-" if "-" in word_id else "."
+    left, _, right = word_id.partition(sep)
+    if not (left.isdigit() and right.isdigit()):
+        raise CorpusFormatError(path, lineno, f"ID {word_id!r} is not an integer, range or decimal")
+
+
+def _column(fields: list[str], index: int, what: str, path: Path, lineno: int) -> str:
+    if not -len(fields) <= index < len(fields):
+        raise CorpusFormatError(
+            path, lineno, f"{what} column {index} requested but the line has only {len(fields)} column(s)"
+        )
+    return fields[index]
+
+
+def read_conll_columns(
+    path: str | os.PathLike,
+    word_column: int = 0,
+    tag_column: int = -1,
+    separator: str | None = None,
+    scheme: str | None = "IOB1",
+    target_scheme: str = "IOB2",
+    docstart: str = "-DOCSTART-",
+) -> list[Sentence]:
+    """Read a column file (one token per line, blank line between sentences), e.g. CoNLL-2003.
+
+    `separator` None splits on any run of whitespace; otherwise on exactly that
+    string.  Lines whose word is `docstart` are document markers, not tokens.
+    Entity tags are converted per sentence from `scheme` to `target_scheme`;
+    pass ``scheme=None`` (or ``"none"``) for non-entity tags such as POS.
+    """
+    path = Path(path)
+    source = None if scheme in _NO_SCHEME else _canonical_scheme(scheme)  # type: ignore[arg-type]
+    target = _canonical_scheme(target_scheme) if source else None
+
+    sentences: list[Sentence] = []
+    tokens: list[str] = []
+    tags: list[str] = []
+    first_lineno: int | None = None
+
+    def flush() -> None:
+        nonlocal tokens, tags, first_lineno
+        if tokens:
+            if source:
+                tags = convert_scheme(tags, source, target)  # type: ignore[arg-type]
+            sentences.append({"id": f"{path.name}:{first_lineno}", "tokens": tokens, "tags": tags})
+        tokens, tags, first_lineno = [], [], None
+
+    for lineno, line in _lines(path):
+        if not line.strip():
+            flush()
+            continue
+        fields = line.split() if separator is None else line.split(separator)
+        word = _column(fields, word_column, "word", path, lineno)
+        if word == docstart:
+            # A document marker never belongs to a sentence, even if the file
+            # omits the blank line around it.
+            flush()
+            continue
+        tag = _column(fields, tag_column, "tag", path, lineno)
+        if not word:
+            raise CorpusFormatError(path, lineno, "empty word column")
+        if not tag:
+            raise CorpusFormatError(path, lineno, "empty tag column")
+        if source:
+            # Validate here, where the line number is known, so convert_scheme
+            # cannot fail later with only a sentence-level message.
+            try:
+                _split_tag(tag, source)
+            except ValueError as err:
+                raise CorpusFormatError(path, lineno, str(err)) from None
+        if first_lineno is None:
+            first_lineno = lineno
+        tokens.append(word)
+        tags.append(tag)
+    flush()
+    return sentences
+
+
+# --------------------------------------------------------------------------- #
+# Datasets
+# --------------------------------------------------------------------------- #
+
+
+def _label_names(tags: set[str]) -> list[str]:
+    # "O" first so that label id 0 is "no entity" for NER corpora.
+    rest = sorted(tags - {"O"})
+    return ["O", *rest] if "O" in tags else rest
+
+
+def build_dataset_dict(splits: Mapping[str, list[Sentence]], label_source: str = "train") -> datasets.DatasetDict:
+    """Build a DatasetDict with ``tags`` as a ClassLabel sequence.
+
+    The label vocabulary is taken from `label_source` only: a tag seen only in
+    evaluation data cannot be learned, and silently dropping or adding it
+    would skew the scores, so it is an error instead.
+    """
+    if label_source not in splits:
+        raise ValueError(f"label source split {label_source!r} not among splits {sorted(splits)}")
+    names = _label_names({tag for sent in splits[label_source] for tag in sent["tags"]})
+    index = {name: i for i, name in enumerate(names)}
+    features = datasets.Features(
+        {
+            "id": datasets.Value("string"),
+            "tokens": datasets.Sequence(datasets.Value("string")),
+            "tags": datasets.Sequence(datasets.ClassLabel(names=names)),
+        }
+    )
+
+    result = {}
+    for split, sentences in splits.items():
+        unknown: dict[str, str] = {}  # tag -> id of the first sentence using it
+        encoded = []
+        for sent in sentences:
+            ids = []
+            for tag in sent["tags"]:
+                if tag in index:
+                    ids.append(index[tag])
+                else:
+                    unknown.setdefault(tag, sent["id"])
+            encoded.append(ids)
+        if unknown:
+            details = ", ".join(f"{tag!r} (first in sentence {sid})" for tag, sid in sorted(unknown.items()))
+            raise ValueError(
+                f"split {split!r} has tag(s) not seen in the {label_source!r} split: {details}"
+            )
+        result[split] = datasets.Dataset.from_dict(
+            {
+                "id": [sent["id"] for sent in sentences],
+                "tokens": [sent["tokens"] for sent in sentences],
+                "tags": encoded,
+            },
+            features=features,
+        )
+    return datasets.DatasetDict(result)
+
+
+class _FileCorpus:
+    """Shared split-file resolution for the corpus config objects."""
+
+    tag_scheme: str | None = None
+
+    def __init__(self, data_dir: str, files: Mapping[str, str]) -> None:
+        if not files:
+            raise ValueError("`files` must map at least one split name (e.g. 'train') to a file")
+        self.data_dir = str(data_dir)
+        # Hydra passes a DictConfig; a plain dict keeps the object picklable and simple.
+        self.files = {str(split): str(name) for split, name in files.items()}
+
+    def path(self, split: str) -> Path:
+        """Full path of a split's file (absolute entries in `files` are used as is)."""
+        return Path(self.data_dir).expanduser() / Path(self.files[split]).expanduser()
+
+    def _existing_path(self, split: str) -> Path:
+        path = self.path(split)
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{split} file not found: {path.absolute()} "
+                f"(data_dir={self.data_dir!r}; set the data directory with `data_dir=...` "
+                f"or the environment variable {DATA_DIR_ENV})"
+            )
+        return path
+
+    def _read(self, path: Path) -> list[Sentence]:
+        raise NotImplementedError
+
+    def load(self) -> datasets.DatasetDict:
+        # Check every file before parsing any, so a bad path fails fast.
+        paths = {split: self._existing_path(split) for split in self.files}
+        splits = {}
+        for split, path in paths.items():
+            sentences = self._read(path)
+            if not sentences:
+                raise ValueError(f"{path}: no sentences found for split {split!r}")
+            splits[split] = sentences
+        return build_dataset_dict(splits)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({fields})"
+
+
+class ConlluCorpus(_FileCorpus):
+    """A CoNLL-U treebank for POS tagging (``tag_column`` is ``"upos"`` or ``"xpos"``)."""
+
+    tag_scheme: str | None = None  # POS tags have no entity scheme
+
+    def __init__(self, data_dir: str, files: Mapping[str, str], tag_column: str = "upos") -> None:
+        super().__init__(data_dir, files)
+        if tag_column not in _CONLLU_TAG_COLUMNS:
+            raise ValueError(f"tag_column must be one of {sorted(_CONLLU_TAG_COLUMNS)}, got {tag_column!r}")
+        self.tag_column = tag_column
+
+    def _read(self, path: Path) -> list[Sentence]:
+        return read_conllu(path, tag_column=self.tag_column)
+
+
+class ColumnCorpus(_FileCorpus):
+    """A column-format corpus such as CoNLL-2003; see :func:`read_conll_columns`."""
+
+    def __init__(
+        self,
+        data_dir: str,
+        files: Mapping[str, str],
+        word_column: int = 0,
+        tag_column: int = -1,
+        separator: str | None = None,
+        scheme: str | None = "IOB1",
+        target_scheme: str = "IOB2",
+        docstart: str = "-DOCSTART-",
+    ) -> None:
+        super().__init__(data_dir, files)
+        # Validate scheme names now, so a config typo fails at instantiation.
+        self.scheme = None if scheme in _NO_SCHEME else _canonical_scheme(scheme)  # type: ignore[arg-type]
+        self.target_scheme = _canonical_scheme(target_scheme)
+        self.word_column = int(word_column)
+        self.tag_column = int(tag_column)
+        self.separator = separator
+        self.docstart = docstart
+        self.tag_scheme = self.target_scheme if self.scheme else None
+
+    def _read(self, path: Path) -> list[Sentence]:
+        return read_conll_columns(
+            path,
+            word_column=self.word_column,
+            tag_column=self.tag_column,
+            separator=self.separator,
+            scheme=self.scheme,
+            target_scheme=self.target_scheme,
+            docstart=self.docstart,
+        )

@@ -1,0 +1,105 @@
+"""Word, character and label vocabularies.
+
+Built once from the training split (``Vocab.build``), saved next to every run and inside every
+checkpoint (``to_dict``), and loaded — never rebuilt — for evaluation, packaging and serving.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+PAD, UNK = "<pad>", "<unk>"
+PAD_ID, UNK_ID = 0, 1
+IGNORE_INDEX = -100  # the one ignore index: tag id of padding positions
+
+_DIGITS = re.compile(r"\d")
+
+
+@dataclass
+class Vocab:
+    words: list[str]
+    chars: list[str]
+    labels: list[str]
+    task: str = "pos"
+    tag_scheme: str | None = None  # "IOB2"/"BIOES" for entity tasks, None for POS
+    lowercase: bool = False
+    normalize_digits: bool = True
+    _word_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    _char_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name, items in (("words", self.words), ("chars", self.chars)):
+            if items[:2] != [PAD, UNK]:
+                raise ValueError(f"vocab {name} must start with {PAD!r}, {UNK!r}; got {items[:2]}")
+        self._word_index = {w: i for i, w in enumerate(self.words)}
+        self._char_index = {c: i for i, c in enumerate(self.chars)}
+
+    # -- building ---------------------------------------------------------------------------
+    @classmethod
+    def build(
+        cls,
+        sentences: Iterable[list[str]],
+        labels: list[str],
+        task: str,
+        tag_scheme: str | None = None,
+        min_freq: int = 1,
+        lowercase: bool = False,
+        normalize_digits: bool = True,
+    ) -> "Vocab":
+        if min_freq < 1:
+            raise ValueError(f"data.min_freq must be >= 1, got {min_freq}")
+        probe = cls([PAD, UNK], [PAD, UNK], labels, task, tag_scheme, lowercase, normalize_digits)
+        words: Counter[str] = Counter()
+        chars: Counter[str] = Counter()
+        for tokens in sentences:
+            words.update(probe.normalize(t) for t in tokens)
+            for t in tokens:
+                chars.update(t)  # characters keep their case: the char CNN sees capitalisation
+        # frequency order (ties alphabetical) keeps ids stable across runs on the same data
+        kept = sorted((w for w, n in words.items() if n >= min_freq), key=lambda w: (-words[w], w))
+        return cls(
+            [PAD, UNK] + kept,
+            [PAD, UNK] + sorted(chars, key=lambda c: (-chars[c], c)),
+            list(labels),
+            task,
+            tag_scheme,
+            lowercase,
+            normalize_digits,
+        )
+
+    # -- encoding ---------------------------------------------------------------------------
+    def normalize(self, word: str) -> str:
+        if self.lowercase:
+            word = word.lower()
+        if self.normalize_digits:
+            word = _DIGITS.sub("0", word)
+        return word
+
+    def word_id(self, word: str) -> int:
+        return self._word_index.get(self.normalize(word), UNK_ID)
+
+    def char_ids(self, word: str) -> list[int]:
+        return [self._char_index.get(c, UNK_ID) for c in word]
+
+    def is_unseen(self, word: str) -> bool:
+        """True for a word outside the training vocabulary (it reaches the model as UNK)."""
+        return self.normalize(word) not in self._word_index
+
+    # -- persistence ------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Vocab":
+        return cls(**d)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), ensure_ascii=False), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Vocab":
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))

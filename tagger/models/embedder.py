@@ -1,0 +1,98 @@
+"""Token representation shared by every encoder: word embedding ++ character-CNN features."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from tagger.data.vocab import PAD_ID, UNK_ID
+
+log = logging.getLogger(__name__)
+
+
+class CharCNN(nn.Module):
+    """Characters -> one vector per word (convolution + max over characters).
+
+    Unseen words still get a representation from their spelling (suffixes, capitals, digits).
+    """
+
+    def __init__(self, num_chars: int, char_dim: int = 30, filters: int = 50, kernel: int = 3):
+        super().__init__()
+        self.embed = nn.Embedding(num_chars, char_dim, padding_idx=PAD_ID)
+        self.conv = nn.Conv1d(char_dim, filters, kernel, padding=kernel // 2)
+        self.output_dim = filters
+
+    def forward(self, chars: torch.Tensor) -> torch.Tensor:
+        """chars (B,T,L) long -> (B,T,filters)."""
+        B, T, L = chars.shape
+        x = self.embed(chars.view(B * T, L)).transpose(1, 2)  # (B*T, char_dim, L)
+        h = self.conv(x)  # (B*T, filters, L)
+        h = h.masked_fill((chars.view(B * T, 1, L) == PAD_ID), float("-inf")).amax(dim=2)  # (B*T, filters)
+        h = torch.nan_to_num(h, neginf=0.0)  # padding words have no characters at all
+        return torch.tanh(h).view(B, T, -1)
+
+
+class Embedder(nn.Module):
+    """words (B,T), chars (B,T,L) -> (B,T,output_dim).
+
+    ``word_dropout`` replaces each word id by UNK with that probability during training, so the
+    UNK vector is trained and the model leans on characters for rare words.
+    """
+
+    def __init__(
+        self,
+        num_words: int,
+        num_chars: int,
+        word_dim: int = 100,
+        char_dim: int = 30,
+        char_filters: int = 50,
+        char_kernel: int = 3,
+        dropout: float = 0.33,
+        word_dropout: float = 0.05,
+        pretrained: str | None = None,
+        words: list[str] | None = None,
+    ):
+        super().__init__()
+        self.word = nn.Embedding(num_words, word_dim, padding_idx=PAD_ID) if word_dim > 0 else None
+        self.char = CharCNN(num_chars, char_dim, char_filters, char_kernel) if char_filters > 0 else None
+        if self.word is None and self.char is None:
+            raise ValueError("embedder: word_dim and char_filters cannot both be 0")
+        self.dropout = nn.Dropout(dropout)
+        self.word_dropout = word_dropout
+        self.output_dim = max(word_dim, 0) + (self.char.output_dim if self.char else 0)
+        if pretrained:
+            if words is None:
+                raise ValueError("embedder.pretrained needs the vocabulary words")
+            self.load_pretrained(pretrained, words)
+
+    @torch.no_grad()
+    def load_pretrained(self, path: str, words: list[str]) -> None:
+        """Initialise word vectors from a GloVe-format text file (``word v1 v2 ...`` per line)."""
+        index = {w: i for i, w in enumerate(words)}
+        dim, found = self.word.embedding_dim, 0
+        with Path(path).open(encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                parts = line.rstrip().split(" ")
+                if len(parts) != dim + 1:
+                    raise ValueError(f"{path}:{lineno}: expected a word and {dim} numbers (embedder.word_dim), got {len(parts) - 1}")
+                i = index.get(parts[0])
+                if i is None:
+                    i = index.get(parts[0].lower())
+                if i is not None and i > UNK_ID:
+                    self.word.weight[i] = torch.tensor([float(v) for v in parts[1:]])
+                    found += 1
+        log.info("pretrained vectors: %d of %d vocabulary words found in %s", found, len(words), path)
+
+    def forward(self, words: torch.Tensor, chars: torch.Tensor) -> torch.Tensor:
+        feats = []
+        if self.word is not None:
+            if self.training and self.word_dropout > 0:
+                drop = (torch.rand_like(words, dtype=torch.float) < self.word_dropout) & (words != PAD_ID)
+                words = words.masked_fill(drop, UNK_ID)
+            feats.append(self.word(words))  # (B,T,word_dim)
+        if self.char is not None:
+            feats.append(self.char(chars))  # (B,T,char_filters)
+        return self.dropout(torch.cat(feats, dim=-1))  # (B,T,output_dim)

@@ -1,0 +1,63 @@
+"""Tagger = embedder -> encoder -> head, built from config dicts and a vocabulary."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn as nn
+from hydra.utils import instantiate
+
+from tagger.data.vocab import Vocab
+
+
+class AttentionNotSupported(TypeError):
+    """The encoder has no attention weights to show (window_fc, bilstm)."""
+
+
+class Tagger(nn.Module):
+    def __init__(self, embedder: nn.Module, encoder: nn.Module, head: nn.Module):
+        super().__init__()
+        self.embedder, self.encoder, self.head = embedder, encoder, head
+
+    @property
+    def supports_attention(self) -> bool:
+        return hasattr(self.encoder, "blocks")
+
+    @property
+    def max_len(self) -> int | None:
+        """Longest input the encoder accepts in one piece (None: any length)."""
+        return getattr(self.encoder, "max_len", None)
+
+    def encode(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        x = self.embedder(batch["words"], batch["chars"])  # (B,T,D)
+        return self.encoder(x, batch["mask"])  # (B,T,H)
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.head.loss(self.encode(batch), batch["tags"], batch["mask"])
+
+    def predict(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> predicted tag ids (B,T), probability of each (B,T); padding positions are 0."""
+        return self.head.decode(self.encode(batch), batch["mask"])
+
+    def attention(self, batch: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        """Attention weights per layer, each (B,heads,T,T)."""
+        if not self.supports_attention:
+            raise AttentionNotSupported(f"{type(self.encoder).__name__} has no attention weights")
+        x = self.embedder(batch["words"], batch["chars"])
+        _, weights = self.encoder(x, batch["mask"], need_weights=True)
+        return weights
+
+
+def build_tagger(config: dict[str, Any], vocab: Vocab, pretrained: bool = True) -> Tagger:
+    """config: {"embedder": {...}, "model": {...}, "head": {...}}, each with a ``_target_``.
+
+    ``pretrained=False`` skips reading pretrained word vectors (the checkpoint holds the weights).
+    """
+    emb_cfg = dict(config["embedder"])
+    if not pretrained or not emb_cfg.get("pretrained"):
+        emb_cfg["pretrained"] = None
+    embedder = instantiate(emb_cfg, num_words=len(vocab.words), num_chars=len(vocab.chars),
+                           words=vocab.words if emb_cfg["pretrained"] else None)
+    encoder = instantiate(config["model"], input_dim=embedder.output_dim)
+    head = instantiate(config["head"], input_dim=encoder.output_dim, labels=vocab.labels, scheme=vocab.tag_scheme)
+    return Tagger(embedder, encoder, head)

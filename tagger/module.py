@@ -1,0 +1,120 @@
+"""LightningModule: loss, metrics and optimisation for any Tagger; it knows no model family."""
+from __future__ import annotations
+
+import math
+import time
+from functools import partial
+from typing import Any, Callable
+
+import pytorch_lightning as pl
+import torch
+
+from tagger.data.vocab import Vocab
+from tagger.metrics import MAIN_METRIC, task_metrics
+from tagger.models.tagger import Tagger
+
+from tagger.checkpoint import CHECKPOINT_KEY
+
+
+def warmup_decay(step: int, warmup: int, total: int, decay: str) -> float:
+    """LR multiplier: linear warm-up over ``warmup`` steps, then ``decay`` (linear|cosine|constant) to 0."""
+    if step < warmup:
+        return (step + 1) / warmup
+    if decay == "constant":
+        return 1.0
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return 1.0 - progress if decay == "linear" else 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+class TaggerModule(pl.LightningModule):
+    def __init__(
+        self,
+        tagger: Tagger,
+        vocab: Vocab,
+        model_config: dict[str, Any],
+        optimizer: Callable[..., torch.optim.Optimizer],
+        warmup_steps: int = 0,
+        warmup_ratio: float = 0.0,
+        decay: str = "linear",
+    ):
+        super().__init__()
+        if decay not in ("linear", "cosine", "constant"):
+            raise ValueError(f"schedule.decay must be linear|cosine|constant, got {decay!r}")
+        self.tagger, self.vocab, self.model_config = tagger, vocab, model_config
+        self.optimizer_factory = optimizer
+        self.warmup_steps, self.warmup_ratio, self.decay = warmup_steps, warmup_ratio, decay
+        self.main_metric = MAIN_METRIC[vocab.task]
+        self._outputs: dict[str, list] = {"val": [], "test": []}  # one prediction store per stage
+        self.train_tokens = 0
+        self.train_seconds = 0.0
+        self._batch_start = 0.0
+
+    # -- steps ------------------------------------------------------------------------------
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = self.tagger.loss(batch)
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch["mask"].shape[0])
+        return loss
+
+    def on_train_batch_start(self, batch, batch_idx) -> None:
+        self._batch_start = time.perf_counter()
+
+    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+        # measured here rather than by wall clock so validation time is not counted as training
+        self.train_seconds += time.perf_counter() - self._batch_start
+        self.train_tokens += int(batch["mask"].sum())
+
+    def _eval_step(self, batch: dict[str, torch.Tensor], stage: str) -> None:
+        pred, _ = self.tagger.predict(batch)
+        lengths = batch["mask"].sum(1).tolist()
+        for i, n in enumerate(lengths):
+            self._outputs[stage].append((
+                int(batch["index"][i]), batch["tags"][i, :n].tolist(), pred[i, :n].tolist(), batch["unseen"][i, :n].tolist(),
+            ))
+
+    def validation_step(self, batch, batch_idx) -> None:
+        self._eval_step(batch, "val")
+
+    def test_step(self, batch, batch_idx) -> None:
+        self._eval_step(batch, "test")
+
+    def _eval_epoch_end(self, stage: str) -> dict[str, Any]:
+        rows = sorted(self._outputs[stage])
+        self._outputs[stage] = []
+        labels = self.vocab.labels
+        gold = [[labels[t] for t in g] for _, g, _, _ in rows]
+        pred = [[labels[t] for t in p] for _, _, p, _ in rows]
+        unseen = [u for _, _, _, u in rows]
+        metrics = task_metrics(self.vocab.task, gold, pred, unseen, self.vocab.tag_scheme or "IOB2")
+        scalars = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and k != self.main_metric}
+        self.log_dict({f"{stage}/{k}": float(v) for k, v in scalars.items()}, prog_bar=False, sync_dist=True)
+        self.log(f"{stage}/{self.main_metric}", float(metrics[self.main_metric]), prog_bar=True, sync_dist=True)
+        self.last_metrics = {stage: metrics}
+        return metrics
+
+    def on_validation_epoch_end(self) -> None:
+        self._eval_epoch_end("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._eval_epoch_end("test")
+
+    # -- optimisation -----------------------------------------------------------------------
+    def configure_optimizers(self):
+        opt = self.optimizer_factory(params=self.parameters())
+        total = int(self.trainer.estimated_stepping_batches)
+        warmup = self.warmup_steps or int(self.warmup_ratio * total)
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, partial(warmup_decay, warmup=max(1, warmup), total=total, decay=self.decay)
+        )
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    # -- checkpoint contents ----------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # plain dicts/lists only, so torch.load(weights_only=True) can read every checkpoint
+        checkpoint[CHECKPOINT_KEY] = {"config": self.model_config, "vocab": self.vocab.to_dict()}
+        checkpoint[CHECKPOINT_KEY]["train_tokens"] = self.train_tokens
+        checkpoint[CHECKPOINT_KEY]["train_seconds"] = self.train_seconds
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        saved = checkpoint.get(CHECKPOINT_KEY, {})
+        self.train_tokens = saved.get("train_tokens", 0)
+        self.train_seconds = saved.get("train_seconds", 0.0)

@@ -1,0 +1,120 @@
+"""Train a tagger: ``python -m tagger.train [data=...] [model=...] [head=...] [key=value ...]``.
+
+Reads straight down: instantiate data -> model -> callbacks/loggers -> trainer, fit, evaluate the
+best checkpoint on dev and test, write ``metrics.json`` into the run dir, return the dev metric
+(what a sweeper optimises).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import hydra  # noqa: E402
+import pytorch_lightning as pl  # noqa: E402
+import torch  # noqa: E402
+from hydra.utils import instantiate  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+from tagger.checkpoint import load_checkpoint  # noqa: E402
+from tagger.evaluate import evaluate_split  # noqa: E402
+from tagger.metrics import MAIN_METRIC  # noqa: E402
+from tagger.models.tagger import build_tagger  # noqa: E402
+from tagger.module import TaggerModule  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+if not OmegaConf.has_resolver("main_metric"):
+    OmegaConf.register_new_resolver("main_metric", lambda task: MAIN_METRIC[task])
+
+MODEL_GROUPS = ("embedder", "model", "head")
+
+
+def model_config(cfg: DictConfig) -> dict[str, Any]:
+    return {k: OmegaConf.to_container(cfg[k], resolve=True) for k in MODEL_GROUPS}
+
+
+def _instantiate_all(group: DictConfig | None) -> list[Any]:
+    return [instantiate(c) for c in (group or {}).values() if c is not None and "_target_" in c]
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    pl.seed_everything(cfg.seed, workers=True)
+    torch.set_num_threads(cfg.threads) if cfg.get("threads") else None
+
+    datamodule = instantiate(cfg.data)
+    datamodule.setup("fit")  # builds the vocab from train; saved with the run and every checkpoint
+    vocab = datamodule.vocab
+    vocab.save(out / "vocab.json")
+    config = model_config(cfg)
+    tagger = build_tagger(config, vocab)
+    module = TaggerModule(tagger, vocab, config, optimizer=instantiate(cfg.optimizer), **cfg.schedule)
+    n_params = sum(p.numel() for p in tagger.parameters() if p.requires_grad)
+    log.info("model: %s encoder, %s head, %d parameters", cfg.model._target_.rsplit(".", 1)[-1],
+             cfg.head._target_.rsplit(".", 1)[-1], n_params)
+
+    callbacks = _instantiate_all(cfg.get("callbacks"))
+    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=_instantiate_all(cfg.get("logger")))
+    started = time.perf_counter()
+    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    fit_seconds = time.perf_counter() - started
+    if not trainer.is_global_zero:
+        return {}
+
+    ckpt = getattr(trainer.checkpoint_callback, "best_model_path", "") or ""
+    results: dict[str, Any] = {
+        "task": vocab.task,
+        "data": cfg.get("data_name"),
+        "model": cfg.get("model_name"),
+        "head": cfg.get("head_name"),
+        "seed": cfg.seed,
+        "main_metric": MAIN_METRIC[vocab.task],
+        "params": n_params,
+        "epochs": trainer.current_epoch,
+        "global_steps": trainer.global_step,
+        "best_checkpoint": ckpt or None,
+        "last_checkpoint": str(Path(ckpt).with_name("last.ckpt")) if ckpt else None,
+        "best_epoch": None,
+        "fit_seconds": round(fit_seconds, 1),
+        "train_seconds": round(module.train_seconds, 1),
+        "train_tokens": module.train_tokens,
+        "train_tokens_per_s": round(module.train_tokens / module.train_seconds, 1) if module.train_seconds else None,
+        "threads": torch.get_num_threads(),
+        "machine": platform.machine(),
+        "config": OmegaConf.to_container(cfg, resolve=True),
+    }
+    if cfg.get("evaluate", True):
+        # evaluate the best checkpoint (not the last weights) on whole splits, on one process
+        evaluated = load_checkpoint(ckpt) if ckpt else None
+        model, eval_vocab = (evaluated.tagger, evaluated.vocab) if evaluated else (module.tagger.eval(), vocab)
+        if evaluated:
+            results["best_epoch"] = torch.load(ckpt, map_location="cpu", weights_only=True).get("epoch")
+        for split, key in (("validation", "dev"), ("test", "test")):
+            if split in datamodule.datasets:
+                results[key] = evaluate_split(model, eval_vocab, datamodule.datasets[split])
+                log.info("%s %s = %.2f", key, results["main_metric"], results[key][results["main_metric"]])
+    (out / "metrics.json").write_text(json.dumps(results, indent=2, default=str))
+    print(json.dumps({k: results.get(k, {}).get(results["main_metric"]) if isinstance(results.get(k), dict) else None
+                      for k in ("dev", "test")} | {"metric": results["main_metric"], "run_dir": str(out)}))
+    return results
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+def main(cfg: DictConfig) -> float | None:
+    results = train(cfg)
+    dev = results.get("dev") or {}
+    return dev.get(results.get("main_metric"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,320 @@
+"""CRF checked against brute-force enumeration of all C^T tag paths on tiny cases."""
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from tagger.models.crf import CRF, allowed_transitions
+
+IOB2_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def make_crf(C: int, seed: int, labels=None, scheme=None) -> CRF:
+    torch.manual_seed(seed)
+    crf = CRF(C, labels, scheme).double()
+    # the default init is tiny; spread the scores so paths really differ
+    with torch.no_grad():
+        for p in crf.parameters():
+            p.normal_(0.0, 1.0)
+    return crf
+
+
+def make_batch(lengths: list[int], C: int, seed: int):
+    """Random emissions (B, T, C), left-aligned mask (B, T), random tags with -100 padding."""
+    g = torch.Generator().manual_seed(seed)
+    B, T = len(lengths), max(lengths)
+    emissions = torch.randn(B, T, C, generator=g, dtype=torch.float64) * 2
+    mask = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]  # (B, T)
+    tags = torch.randint(0, C, (B, T), generator=g).masked_fill(~mask, -100)
+    return emissions, mask, tags
+
+
+def path_score(crf: CRF, em: torch.Tensor, path) -> float:
+    """Score of one path for one sentence em (L, C), written as the textbook sum."""
+    start, trans, end = (x.detach() for x in crf._potentials())
+    s = start[path[0]] + em[0, path[0]]
+    for t in range(1, len(path)):
+        s = s + trans[path[t - 1], path[t]] + em[t, path[t]]
+    return float(s + end[path[-1]])
+
+
+def brute_force(crf: CRF, em: torch.Tensor):
+    """(log Z, best path, best score, marginals (L, C)) of one sentence em (L, C) by enumeration."""
+    L, C = em.shape
+    paths = list(itertools.product(range(C), repeat=L))
+    scores = torch.tensor([path_score(crf, em, p) for p in paths], dtype=torch.float64)
+    log_z = torch.logsumexp(scores, dim=0)
+    probs = torch.exp(scores - log_z)
+    marg = torch.zeros(L, C, dtype=torch.float64)
+    for p, pr in zip(paths, probs):
+        for t, y in enumerate(p):
+            marg[t, y] += pr
+    best = int(scores.argmax())
+    return float(log_z), list(paths[best]), float(scores[best]), marg
+
+
+def valid_iob2(tags: list[str]) -> bool:
+    """Independent IOB2 check: every I-X continues a B-X or I-X of the same type."""
+    prev = "O"
+    for tag in tags:
+        if tag.startswith("I-") and prev[2:] != tag[2:]:
+            return False
+        prev = tag
+    return True
+
+
+CASES = [  # (C, lengths in one batch, seed)
+    (3, [1], 0),
+    (3, [4, 1, 3, 2], 1),
+    (4, [3, 3], 2),
+    (4, [2, 4, 1], 3),
+    (3, [4, 4, 4], 4),
+]
+
+
+# ----------------------------------------------------------------------------- exactness vs brute force
+
+@pytest.mark.parametrize("C,lengths,seed", CASES)
+def test_log_partition_matches_brute_force(C, lengths, seed):
+    crf = make_crf(C, seed)
+    emissions, mask, _ = make_batch(lengths, C, seed)
+    log_z = crf.log_partition(emissions, mask)
+    assert log_z.shape == (len(lengths),)
+    for b, L in enumerate(lengths):
+        expected, *_ = brute_force(crf, emissions[b, :L])
+        assert log_z[b].item() == pytest.approx(expected, abs=1e-9)
+
+
+@pytest.mark.parametrize("C,lengths,seed", CASES)
+def test_decode_matches_brute_force(C, lengths, seed):
+    crf = make_crf(C, seed)
+    emissions, mask, _ = make_batch(lengths, C, seed)
+    tags, scores = crf.decode(emissions, mask)
+    assert tags.shape == mask.shape and tags.dtype == torch.long
+    assert (tags[~mask] == 0).all()
+    for b, L in enumerate(lengths):
+        _, best_path, best_score, _ = brute_force(crf, emissions[b, :L])
+        assert tags[b, :L].tolist() == best_path
+        assert scores[b].item() == pytest.approx(best_score, abs=1e-9)
+
+
+@pytest.mark.parametrize("C,lengths,seed", CASES)
+def test_score_matches_path_sum(C, lengths, seed):
+    crf = make_crf(C, seed)
+    emissions, mask, tags = make_batch(lengths, C, seed)  # tags padded with -100
+    scores = crf.score(emissions, tags, mask)
+    for b, L in enumerate(lengths):
+        expected = path_score(crf, emissions[b, :L], tags[b, :L].tolist())
+        assert scores[b].item() == pytest.approx(expected, abs=1e-9)
+
+
+def test_score_by_hand():
+    crf = CRF(2)
+    with torch.no_grad():
+        crf.start.copy_(torch.tensor([0.5, -1.0]))
+        crf.end.copy_(torch.tensor([0.25, 2.0]))
+        crf.transitions.copy_(torch.tensor([[0.1, 0.2], [0.3, 0.4]]))
+    emissions = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]],
+                              [[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]])  # (2, 3, 2)
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    tags = torch.tensor([[0, 1, 1], [1, 0, -100]])
+    # row 0, path 0 -> 1 -> 1: start[0] + e(1, 4, 6) + trans[0,1] + trans[1,1] + end[1]
+    #   = 0.5 + (1 + 4 + 6) + 0.2 + 0.4 + 2.0 = 14.1
+    # row 1, path 1 -> 0 (length 2): start[1] + e(2, 3) + trans[1,0] + end[0]
+    #   = -1.0 + (2 + 3) + 0.3 + 0.25 = 4.55
+    assert crf.score(emissions, tags, mask).tolist() == pytest.approx([14.1, 4.55])
+
+
+@pytest.mark.parametrize("C,lengths,seed", CASES)
+def test_marginals_match_brute_force(C, lengths, seed):
+    crf = make_crf(C, seed)
+    emissions, mask, _ = make_batch(lengths, C, seed)
+    marg = crf.marginals(emissions, mask)
+    assert marg.shape == emissions.shape
+    assert torch.allclose(marg.sum(-1), mask.double())  # 1 at real tokens, 0 at padding
+    assert (marg[~mask] == 0).all()
+    for b, L in enumerate(lengths):
+        *_, expected = brute_force(crf, emissions[b, :L])
+        assert torch.allclose(marg[b, :L], expected, atol=1e-9)
+
+
+@pytest.mark.parametrize("C,lengths,seed", CASES)
+def test_nll_is_log_z_minus_score_and_reductions(C, lengths, seed):
+    crf = make_crf(C, seed)
+    emissions, mask, tags = make_batch(lengths, C, seed)
+    per_sentence = crf.log_partition(emissions, mask) - crf.score(emissions, tags, mask)
+    assert (per_sentence > 0).all()  # a single path never has all the probability mass here
+    assert torch.allclose(crf.nll(emissions, tags, mask, "none"), per_sentence)
+    assert crf.nll(emissions, tags, mask).item() == pytest.approx(per_sentence.mean().item())
+    assert crf.nll(emissions, tags, mask, "sum").item() == pytest.approx(per_sentence.sum().item())
+    assert crf.nll(emissions, tags, mask, "token_mean").item() == pytest.approx(
+        per_sentence.sum().item() / sum(lengths))
+    with pytest.raises(ValueError, match="bogus"):
+        crf.nll(emissions, tags, mask, "bogus")
+
+
+# ----------------------------------------------------------------------------- constraints
+
+def test_allowed_transitions_none_is_all_true():
+    start, trans, end = allowed_transitions(["O", "B-X", "I-X"], None)
+    assert start.all() and trans.all() and end.all()
+    assert start.shape == (3,) and trans.shape == (3, 3) and end.shape == (3,)
+
+
+def test_allowed_transitions_iob2_by_hand():
+    start, trans, end = allowed_transitions(IOB2_LABELS, "IOB2")
+    T, F = True, False
+    assert start.tolist() == [T, T, F, T, F]
+    assert end.tolist() == [T, T, T, T, T]
+    assert trans.tolist() == [
+        # to: O  B-PER I-PER B-LOC I-LOC        from:
+        [T, T, F, T, F],  # O
+        [T, T, T, T, F],  # B-PER
+        [T, T, T, T, F],  # I-PER
+        [T, T, F, T, T],  # B-LOC
+        [T, T, F, T, T],  # I-LOC
+    ]
+
+
+def test_allowed_transitions_bioes_by_hand():
+    labels = ["O", "B-X", "I-X", "E-X", "S-X", "B-Y", "E-Y"]
+    start, trans, end = allowed_transitions(labels, "BIOES")
+    T, F = True, False
+    assert start.tolist() == [T, T, F, F, T, T, F]
+    assert end.tolist() == [T, F, F, T, T, F, T]
+    assert trans.tolist() == [
+        # to: O  B-X I-X E-X S-X B-Y E-Y      from:
+        [T, T, F, F, T, T, F],  # O
+        [F, F, T, T, F, F, F],  # B-X
+        [F, F, T, T, F, F, F],  # I-X
+        [T, T, F, F, T, T, F],  # E-X
+        [T, T, F, F, T, T, F],  # S-X
+        [F, F, F, F, F, F, T],  # B-Y
+        [T, T, F, F, T, T, F],  # E-Y
+    ]
+
+
+def test_allowed_transitions_errors():
+    with pytest.raises(ValueError, match="IOBX"):
+        allowed_transitions(IOB2_LABELS, "IOBX")
+    with pytest.raises(ValueError, match="E-PER"):
+        allowed_transitions(["O", "E-PER"], "IOB2")
+
+
+def test_constructor_errors():
+    with pytest.raises(ValueError, match="labels"):
+        CRF(4, IOB2_LABELS, "IOB2")
+    with pytest.raises(ValueError, match="labels"):
+        CRF(5, None, "IOB2")
+
+
+def test_constraint_mask_is_a_fixed_buffer():
+    crf = CRF(5, IOB2_LABELS, "IOB2")
+    trainable = {name for name, _ in crf.named_parameters()}
+    assert trainable == {"start", "end", "transitions"}
+    state = crf.state_dict()
+    assert state["trans_penalty"][0, 2] == -1e4 and state["trans_penalty"][1, 2] == 0
+    assert state["start_penalty"].tolist() == [0, 0, -1e4, 0, -1e4]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_constrained_decode_is_always_valid_iob2(seed):
+    C = len(IOB2_LABELS)
+    crf = make_crf(C, seed, IOB2_LABELS, "IOB2")
+    lengths = [1, 2, 5, 8, 8, 3]
+    emissions, mask, _ = make_batch(lengths, C, seed)
+    # push the I- tags far above everything else: an unconstrained CRF would emit them
+    emissions[..., 2] += 30.0
+    emissions[..., 4] += 25.0
+    unconstrained = CRF(C).double()
+    with torch.no_grad():
+        unconstrained.load_state_dict(
+            {k: v for k, v in crf.state_dict().items() if "penalty" not in k}, strict=False)
+    loose, _ = unconstrained.decode(emissions, mask)
+    assert not all(valid_iob2([IOB2_LABELS[i] for i in loose[b, :L].tolist()])
+                   for b, L in enumerate(lengths))
+
+    tags, _ = crf.decode(emissions, mask)
+    for b, L in enumerate(lengths):
+        seq = [IOB2_LABELS[i] for i in tags[b, :L].tolist()]
+        assert valid_iob2(seq), seq
+
+
+def test_constrained_log_partition_ignores_invalid_paths():
+    """With the penalty, Z is (numerically) the sum over valid IOB2 paths only."""
+    labels = ["O", "B-PER", "I-PER"]
+    crf = make_crf(3, 7, labels, "IOB2")
+    em = torch.randn(1, 4, 3, dtype=torch.float64)
+    mask = torch.ones(1, 4, dtype=torch.bool)
+    scores = [path_score(crf, em[0], p) for p in itertools.product(range(3), repeat=4)
+              if valid_iob2([labels[i] for i in p])]
+    expected = float(torch.logsumexp(torch.tensor(scores, dtype=torch.float64), 0))
+    assert crf.log_partition(em, mask).item() == pytest.approx(expected, abs=1e-9)
+
+
+# ----------------------------------------------------------------------------- training & padding
+
+def test_gradients_flow():
+    torch.manual_seed(0)
+    crf = CRF(5, IOB2_LABELS, "IOB2")
+    lengths = [4, 2, 3]
+    emissions, mask, tags = make_batch(lengths, 5, 0)
+    emissions = emissions.float().requires_grad_(True)
+    for reduction in ("mean", "sum", "token_mean"):
+        crf.zero_grad()
+        emissions.grad = None
+        loss = crf.nll(emissions, tags, mask, reduction)
+        loss.backward()
+        assert torch.isfinite(loss)
+        for name, p in crf.named_parameters():
+            assert p.grad is not None and torch.isfinite(p.grad).all(), name
+            assert p.grad.abs().sum() > 0, name
+        assert torch.isfinite(emissions.grad).all()
+        assert (emissions.grad[~mask] == 0).all()  # padding must not influence the loss
+        assert emissions.grad[mask].abs().sum() > 0
+
+
+def test_padding_does_not_change_results():
+    C = 4
+    crf = make_crf(C, 11)
+    lengths = [3, 6, 1, 4]
+    emissions, mask, tags = make_batch(lengths, C, 11)
+    # garbage in the padding must be ignored
+    emissions = emissions.masked_fill(~mask.unsqueeze(2), 1e3)
+
+    batch_z = crf.log_partition(emissions, mask)
+    batch_score = crf.score(emissions, tags, mask)
+    batch_tags, batch_best = crf.decode(emissions, mask)
+    batch_marg = crf.marginals(emissions, mask)
+    for b, L in enumerate(lengths):
+        em = emissions[b:b + 1, :L]
+        m = torch.ones(1, L, dtype=torch.bool)
+        assert crf.log_partition(em, m).item() == pytest.approx(batch_z[b].item(), abs=1e-9)
+        assert crf.score(em, tags[b:b + 1, :L], m).item() == pytest.approx(batch_score[b].item(), abs=1e-9)
+        alone_tags, alone_best = crf.decode(em, m)
+        assert alone_tags[0].tolist() == batch_tags[b, :L].tolist()
+        assert alone_best.item() == pytest.approx(batch_best[b].item(), abs=1e-9)
+        assert torch.allclose(crf.marginals(em, m)[0], batch_marg[b, :L], atol=1e-12)
+
+
+def test_rejects_bad_mask_and_shapes():
+    crf = CRF(3)
+    emissions = torch.randn(2, 3, 3)
+    with pytest.raises(ValueError, match="mask"):
+        crf.log_partition(emissions, torch.tensor([[True, True, True], [False, True, True]]))
+    with pytest.raises(ValueError, match="emissions"):
+        crf.log_partition(torch.randn(2, 3, 4), torch.ones(2, 3, dtype=torch.bool))
+
+
+def test_long_sequence_is_numerically_stable():
+    crf = CRF(5)
+    emissions = torch.randn(2, 500, 5) * 20
+    mask = torch.ones(2, 500, dtype=torch.bool)
+    tags, _ = crf.decode(emissions, mask)
+    nll = crf.nll(emissions, tags, mask)
+    assert math.isfinite(nll.item()) and nll.item() >= -1e-3
+    assert torch.allclose(crf.marginals(emissions, mask).sum(-1), torch.ones(2, 500), atol=1e-5)
