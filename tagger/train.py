@@ -42,6 +42,23 @@ def model_config(cfg: DictConfig) -> dict[str, Any]:
     return {k: OmegaConf.to_container(cfg[k], resolve=True) for k in MODEL_GROUPS}
 
 
+def resolved(cfg: DictConfig) -> dict[str, Any]:
+    """The run's config as plain data, without Hydra's own node."""
+    return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+            for k, v in ((k, cfg[k]) for k in cfg if k != "hydra")}
+
+
+def command_line() -> str:
+    """The command that reproduces this run (its Hydra overrides)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        overrides = HydraConfig.get().overrides.task
+    except ValueError:  # composed outside @hydra.main (tests)
+        return "python -m tagger.train"
+    return " ".join(["python -m tagger.train", *overrides])
+
+
 def _instantiate_all(group: DictConfig | None) -> list[Any]:
     return [instantiate(c) for c in (group or {}).values() if c is not None and "_target_" in c]
 
@@ -50,7 +67,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     pl.seed_everything(cfg.seed, workers=True)
-    torch.set_num_threads(cfg.threads) if cfg.get("threads") else None
+    if cfg.get("threads"):
+        torch.set_num_threads(cfg.threads)
 
     datamodule = instantiate(cfg.data)
     datamodule.setup("fit")  # builds the vocab from train; saved with the run and every checkpoint
@@ -91,7 +109,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         "train_tokens_per_s": round(module.train_tokens / module.train_seconds, 1) if module.train_seconds else None,
         "threads": torch.get_num_threads(),
         "machine": platform.machine(),
-        "config": OmegaConf.to_container(cfg, resolve=True),
+        "command": command_line(),
+        "config": resolved(cfg),
     }
     if cfg.get("evaluate", True):
         # evaluate the best checkpoint (not the last weights) on whole splits, on one process

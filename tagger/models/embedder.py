@@ -60,6 +60,12 @@ class Embedder(nn.Module):
         self.char = CharCNN(num_chars, char_dim, char_filters, char_kernel) if char_filters > 0 else None
         if self.word is None and self.char is None:
             raise ValueError("embedder: word_dim and char_filters cannot both be 0")
+        # small uniform init (±sqrt(3/dim), unit variance per vector): N(0,1) rows saturate the encoders early
+        for emb in (self.word, self.char.embed if self.char else None):
+            if emb is not None:
+                bound = (3.0 / emb.embedding_dim) ** 0.5
+                nn.init.uniform_(emb.weight, -bound, bound)
+                emb.weight.data[PAD_ID].zero_()
         self.dropout = nn.Dropout(dropout)
         self.word_dropout = word_dropout
         self.output_dim = max(word_dim, 0) + (self.char.output_dim if self.char else 0)
