@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import torch
+
+from tagger.data.datamodule import BucketBatchSampler, TaggerDataModule, collate, encode_sentence
+from tagger.data.readers import ConlluCorpus
+from tagger.data.vocab import IGNORE_INDEX, PAD_ID, Vocab
+
+
+def _dm(tiny_data, **kw):
+    corpus = ConlluCorpus(str(tiny_data), {"train": "ud_english_ewt/en_ewt-ud-train.conllu",
+                                           "validation": "ud_english_ewt/en_ewt-ud-dev.conllu",
+                                           "test": "ud_english_ewt/en_ewt-ud-test.conllu"})
+    dm = TaggerDataModule(corpus, "pos", batch_size=8, **kw)
+    dm.setup("fit")
+    return dm
+
+
+def test_vocab_from_train_only_and_reused_when_given(tiny_data):
+    dm = _dm(tiny_data)
+    train_words = {w for s in dm.tokens("train") for w in s}
+    assert set(dm.vocab.words[2:]) == {dm.vocab.normalize(w) for w in train_words}
+    given = Vocab(dm.vocab.words[:5], dm.vocab.chars, dm.vocab.labels, "pos")
+    dm2 = _dm(tiny_data, vocab=given)
+    assert dm2.vocab is given  # never rebuilt
+
+
+def test_batches_are_padded_masked_and_cover_every_sentence_once(tiny_data):
+    dm = _dm(tiny_data)
+    seen = []
+    for batch in dm.train_dataloader():
+        B, T = batch["words"].shape
+        lengths = batch["mask"].sum(1)
+        assert batch["chars"].shape[:2] == (B, T)
+        assert (batch["tags"][~batch["mask"]] == IGNORE_INDEX).all()
+        assert (batch["words"][~batch["mask"]] == PAD_ID).all()
+        assert (batch["tags"][batch["mask"]] >= 0).all()
+        assert lengths.max() == T
+        seen += batch["index"].tolist()
+    assert sorted(seen) == list(range(len(dm.tokens("train"))))
+
+
+def test_bucketing_groups_similar_lengths_and_is_reproducible():
+    lengths = [(i * 37) % 50 + 1 for i in range(400)]
+    s = BucketBatchSampler(lengths, batch_size=10, shuffle=True, seed=3, pool=10)
+    a = list(s)
+    assert a == list(BucketBatchSampler(lengths, batch_size=10, shuffle=True, seed=3, pool=10))
+    s.set_epoch(1)
+    assert list(s) != a  # a new order every epoch
+    spread = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in a) / len(a)
+    assert spread < 10  # random batches would spread over ~40 lengths
+    assert sorted(i for b in a for i in b) == list(range(400))
+
+
+def test_long_words_keep_prefix_and_suffix():
+    v = Vocab.build([["abc"]], ["X"], "pos")
+    item = encode_sentence(v, ["a" * 10 + "b" * 30 + "c" * 10])
+    batch = collate([item], max_word_chars=8)
+    chars = batch["chars"][0, 0].tolist()
+    assert chars == [v.char_ids("a")[0]] * 4 + [v.char_ids("c")[0]] * 4
+
+
+def test_max_train_len_filters_train_only(tiny_data):
+    dm = _dm(tiny_data, max_train_len=6)
+    assert max(len(s) for s in dm.tokens("train")) <= 6
+    assert max(len(s) for s in dm.tokens("test")) > 6

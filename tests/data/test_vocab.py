@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import pytest
+
+from tagger.data.vocab import PAD, UNK, UNK_ID, Vocab
+
+
+def test_build_from_train_with_min_freq_and_normalisation(tmp_path):
+    sents = [["The", "cat", "sat", "in", "1999"], ["the", "cat", "ran", "in", "2004"]]
+    v = Vocab.build(sents, ["DET", "NOUN"], "pos", min_freq=2, lowercase=True, normalize_digits=True)
+    assert v.words[:2] == [PAD, UNK]
+    assert set(v.words[2:]) == {"the", "cat", "in", "0000"}  # "sat"/"ran" seen once: below min_freq
+    assert v.word_id("THE") == v.word_id("the") != UNK_ID
+    assert v.word_id("1234") == v.word_id("1999")
+    assert v.word_id("sat") == UNK_ID and v.is_unseen("sat") and not v.is_unseen("Cat")
+    assert "T" in v.chars and "t" in v.chars  # characters keep case for the char CNN
+    v.save(tmp_path / "v.json")
+    loaded = Vocab.load(tmp_path / "v.json")
+    assert loaded == v and loaded.word_id("cat") == v.word_id("cat")
+
+
+def test_without_lowercasing_case_is_kept():
+    v = Vocab.build([["The", "the"]], ["X"], "pos")
+    assert v.word_id("The") != v.word_id("the")
+
+
+def test_bad_min_freq_and_corrupt_vocab_are_refused():
+    with pytest.raises(ValueError, match="min_freq"):
+        Vocab.build([["a"]], ["X"], "pos", min_freq=0)
+    with pytest.raises(ValueError, match="must start with"):
+        Vocab(["a", "b"], [PAD, UNK], ["X"])

@@ -1,0 +1,89 @@
+"""The encoder contract: forward(x (B,T,D), mask (B,T)) -> (B,T,output_dim), padding never changes
+the real positions' outputs, and self-attention's notion of order comes only from positions."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from tagger.models.bilstm import BiLSTMEncoder
+from tagger.models.self_attention import SelfAttentionEncoder
+from tagger.models.window_fc import WindowFCEncoder
+
+D = 12
+
+
+def encoders():
+    yield "window_fc", WindowFCEncoder(D, window=2, hidden_dim=10)
+    yield "bilstm", BiLSTMEncoder(D, hidden_dim=7, layers=2)
+    for score, pos, combine, window in itertools.product(["scaled_dot", "dot", "additive"],
+                                                         ["sinusoidal", "learned", "relative", "none"],
+                                                         ["add", "concat"], [None, 3]):
+        yield (f"sa-{score}-{pos}-{combine}-{window}",
+               SelfAttentionEncoder(D, d_model=16, heads=2, layers=2, ffn_dim=16, score=score, pos_encoding=pos,
+                                    pos_combine=combine, window=window, max_len=32))
+
+
+@pytest.mark.parametrize("name,enc", list(encoders()), ids=lambda v: v if isinstance(v, str) else "")
+def test_shapes_and_padding_invariance(name, enc):
+    torch.manual_seed(0)
+    enc.eval()
+    x = torch.randn(2, 9, D)
+    mask = torch.ones(2, 9, dtype=torch.bool)
+    out = enc(x, mask)
+    assert out.shape == (2, 9, enc.output_dim)
+    # the same sentence padded with junk: the real positions' outputs must not move
+    padded = torch.cat([x, torch.randn(2, 4, D) * 100], dim=1)
+    pmask = torch.cat([mask, torch.zeros(2, 4, dtype=torch.bool)], dim=1)
+    assert torch.allclose(enc(padded, pmask)[:, :9], out, atol=1e-5)
+
+
+def test_window_fc_sees_only_its_window():
+    enc = WindowFCEncoder(D, window=1, hidden_dim=8).eval()
+    x = torch.randn(1, 6, D)
+    mask = torch.ones(1, 6, dtype=torch.bool)
+    base = enc(x, mask)
+    x2 = x.clone()
+    x2[0, 5] += 10.0  # change the last token only
+    changed = (enc(x2, mask) - base).abs().sum(-1)[0]
+    assert (changed[:4] == 0).all() and (changed[4:] > 0).all()
+
+
+def _sa(pos):
+    torch.manual_seed(0)
+    return SelfAttentionEncoder(D, d_model=16, heads=2, layers=2, ffn_dim=16, pos_encoding=pos).eval()
+
+
+def test_without_positions_permuting_tokens_permutes_outputs():
+    enc = _sa("none")
+    x, mask = torch.randn(1, 7, D), torch.ones(1, 7, dtype=torch.bool)
+    perm = torch.tensor([3, 0, 6, 1, 5, 2, 4])
+    assert torch.allclose(enc(x[:, perm], mask), enc(x, mask)[:, perm], atol=1e-5)
+
+
+@pytest.mark.parametrize("pos", ["sinusoidal", "learned", "relative"])
+def test_with_positions_permuting_tokens_does_not_just_permute_outputs(pos):
+    enc = _sa(pos)
+    if pos == "learned":
+        torch.nn.init.normal_(enc.positions.table.weight)
+    if pos == "relative":
+        torch.nn.init.normal_(enc.positions.bias.weight)
+    x, mask = torch.randn(1, 7, D), torch.ones(1, 7, dtype=torch.bool)
+    perm = torch.tensor([3, 0, 6, 1, 5, 2, 4])
+    assert not torch.allclose(enc(x[:, perm], mask), enc(x, mask)[:, perm], atol=1e-3)
+
+
+def test_relative_runs_beyond_training_length_and_learned_refuses():
+    x, mask = torch.randn(1, 300, D), torch.ones(1, 300, dtype=torch.bool)
+    assert _sa("relative")(x, mask).shape == (1, 300, 16)
+    enc = SelfAttentionEncoder(D, d_model=16, heads=2, pos_encoding="learned", max_len=64)
+    with pytest.raises(ValueError, match="model.max_len=64"):
+        enc(x, mask)
+
+
+def test_attention_weights_per_layer_and_head():
+    enc = _sa("relative")
+    x, mask = torch.randn(2, 5, D), torch.ones(2, 5, dtype=torch.bool)
+    h, weights = enc(x, mask, need_weights=True)
+    assert len(weights) == 2 and weights[0].shape == (2, 2, 5, 5)

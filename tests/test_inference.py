@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from tagger.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
+from tagger.inference import Predictor, windows
+
+
+def test_windows_cover_everything_with_overlap():
+    assert windows(5, 10, 2) == [(0, 5)]
+    spans = windows(25, 10, 3)
+    assert spans[0] == (0, 10) and spans[-1][1] == 25
+    assert all(b - a <= 10 for a, b in spans)
+    assert all(spans[i + 1][0] == spans[i][1] - 3 for i in range(len(spans) - 1))
+    with pytest.raises(ValueError):
+        windows(5, 4, 4)
+
+
+def test_checkpoint_loads_with_saved_vocab_and_predicts_like_the_run(tiny_pos_run):
+    m = json.loads((tiny_pos_run / "metrics.json").read_text())
+    loaded = load_checkpoint(m["best_checkpoint"])
+    assert loaded.vocab.labels == json.loads((tiny_pos_run / "vocab.json").read_text())["labels"]
+    pred = Predictor(loaded.tagger, loaded.vocab).tags([["the", "big", "cat", "sees", "a", "dog", "."]])
+    assert pred == [["DET", "ADJ", "NOUN", "VERB", "DET", "NOUN", "PUNCT"]]  # the toy grammar is learnable
+
+
+def test_batching_and_padding_do_not_change_predictions(tiny_pos_run):
+    loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
+    sents = [["the", "cat", "sees", "a", "tree"], ["a", "red", "car", "likes", "the", "old", "house", "."], ["dog"]]
+    one_by_one = [Predictor(loaded.tagger, loaded.vocab).predict([s])[0] for s in sents]
+    together = Predictor(loaded.tagger, loaded.vocab, batch_size=3).predict(sents)
+    for a, b in zip(one_by_one, together):
+        assert [t.tag for t in a] == [t.tag for t in b]
+        assert [t.score for t in a] == pytest.approx([t.score for t in b], abs=1e-5)
+
+
+def test_long_input_is_windowed_not_truncated(tiny_pos_run):
+    loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
+    sent = ["the", "cat", "sees", "a", "dog", "."] * 50  # 300 tokens
+    whole = Predictor(loaded.tagger, loaded.vocab).predict([sent])[0]
+    windowed = Predictor(loaded.tagger, loaded.vocab, window=16, overlap=4).predict([sent])[0]
+    assert len(whole) == len(windowed) == 300
+    assert all(0.0 < t.score <= 1.0 for t in windowed)
+    agree = sum(a.tag == b.tag for a, b in zip(whole, windowed)) / 300
+    assert agree > 0.9
+
+
+def test_truncated_or_foreign_checkpoint_is_a_clear_error(tiny_pos_run, tmp_path):
+    good = (tiny_pos_run / "checkpoints" / "best.ckpt").read_bytes()
+    cut = tmp_path / "cut.ckpt"
+    cut.write_bytes(good[: len(good) // 2])
+    with pytest.raises(CheckpointError, match="cut.ckpt"):
+        load_checkpoint(cut)
+    other = tmp_path / "other.ckpt"
+    torch.save({"state_dict": {}}, other)
+    with pytest.raises(CheckpointError, match="not a tagger checkpoint"):
+        read_checkpoint(other)
+    with pytest.raises(CheckpointError, match="not found"):
+        load_checkpoint(tmp_path / "missing.ckpt")
+
+
+def test_crf_ner_model_never_emits_invalid_iob2(tiny_ner_run):
+    m = json.loads((tiny_ner_run / "metrics.json").read_text())
+    loaded = load_checkpoint(m["best_checkpoint"])
+    assert loaded.vocab.tag_scheme == "IOB2"
+    tags = Predictor(loaded.tagger, loaded.vocab).tags([["Anna", "likes", "in", "New", "York", "."], ["York"] * 5])
+    for sent in tags:
+        prev = "O"
+        for t in sent:
+            if t.startswith("I-"):
+                assert prev != "O" and prev[2:] == t[2:], sent
+            prev = t
