@@ -38,6 +38,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
                 torch.save(checkpoint, f)
                 f.flush()
                 os.fsync(f.fileno())
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,329 @@
+"""Package a trained run into the BentoML model store, and load it back for serving.
+
+``python -m tagger.package RUN_DIR|best.json|CKPT [--name tagger]``
+``python -m tagger.package --best [--task pos] [--if-missing]``  (what ``make serve`` runs)
+
+A packaged model is a folder of plain data, no pickled code:
+
+* ``weights.safetensors`` — the state dict of the :class:`~tagger.models.tagger.Tagger`;
+* ``vocab.json`` — words, characters and labels exactly as saved with the checkpoint;
+* ``model.json`` — the embedder/model/head config (each with ``_target_``) that rebuilds the net;
+* ``run.json`` — the run's ``metrics.json`` (full config, command, all metrics), for provenance;
+
+plus, in BentoML's model info, labels for ``bentoml models list`` and metadata: task, tag scheme,
+label list, dev/test metrics, sha256 of the data files and of the weights, the git commit.
+
+``bentoml.models.create`` writes into a temporary folder and only copies it into the store and
+moves ``latest`` when its ``with`` block exits cleanly; the block ends by loading the written files
+back and checking they predict what the checkpoint predicts, so an interrupted or broken packaging
+never becomes ``name:latest``.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tagger.checkpoint import CheckpointError, LoadedModel, load_checkpoint, model_from_parts
+from tagger.data.vocab import Vocab
+from tagger.inference import Predictor
+from tagger.models.tagger import Tagger
+
+log = logging.getLogger(__name__)
+
+WEIGHTS, VOCAB, MODEL_CONFIG, RUN_INFO = "weights.safetensors", "vocab.json", "model.json", "run.json"
+FORMAT = 1  # bump when the folder layout changes; the loader refuses formats it does not know
+DEFAULT_NAME = "tagger"
+REPO = Path(__file__).resolve().parents[1]
+
+
+class PackageError(CheckpointError):
+    """A run cannot be packaged, or a packaged model is missing files, corrupted or inconsistent."""
+
+
+# -- what to package ---------------------------------------------------------------------------
+@dataclass
+class Source:
+    checkpoint: Path
+    run_dir: Path | None
+    metrics: dict[str, Any]  # the run's metrics.json ({} when packaging a bare checkpoint)
+
+
+def _existing(path: str | Path, base: Path) -> Path:
+    """A path from a json file: as written, else relative to the file's folder."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() or p.exists() else base / p
+
+
+def resolve_source(path: str | Path) -> Source:
+    """RUN_DIR (with metrics.json and checkpoints/best.ckpt), a report's best.json, or a .ckpt file."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        metrics_file = path / "metrics.json"
+        metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else {}
+        ckpt = path / "checkpoints" / "best.ckpt"
+        if not ckpt.is_file() and metrics.get("best_checkpoint"):
+            ckpt = _existing(metrics["best_checkpoint"], path)
+        if not ckpt.is_file():
+            raise PackageError(f"{path}: no checkpoints/best.ckpt (is it a run dir of `python -m tagger.train`?)")
+        return Source(ckpt, path, metrics)
+    if path.suffix == ".json" and path.is_file():
+        best = json.loads(path.read_text())
+        run_dir = _existing(best["run_dir"], path.parent) if best.get("run_dir") else None
+        if best.get("checkpoint"):
+            ckpt = _existing(best["checkpoint"], path.parent)
+        elif run_dir is not None:
+            ckpt = run_dir / "checkpoints" / "best.ckpt"
+        else:
+            raise PackageError(f"{path}: expected a best.json with a 'checkpoint' or 'run_dir' key")
+        metrics_file = run_dir / "metrics.json" if run_dir else None
+        metrics = json.loads(metrics_file.read_text()) if metrics_file and metrics_file.is_file() else {}
+        for key in ("task", "model", "dev", "test", "config"):  # best.json fills what the run dir lacks
+            if key in best and key not in metrics:
+                metrics[key] = best[key]
+        return Source(ckpt, run_dir, metrics)
+    if path.is_file():
+        return Source(path, None, {})
+    raise PackageError(f"{path}: not found (expected a run dir, a best.json or a .ckpt file)")
+
+
+def find_best(task: str = "pos", roots: list[Path] | None = None) -> Path | None:
+    """The best available run for ``task``: a report's ``best.json`` if there is one, else the run
+    with the highest dev main metric among ``metrics.json`` files under ``multirun/`` and ``runs/``."""
+    roots = roots or [REPO / "reports", REPO / "multirun", REPO / "runs"]
+    bests = [p for r in roots if r.is_dir() for p in r.rglob("best.json")]
+    bests = [p for p in bests if json.loads(p.read_text()).get("task", task) == task]
+    if bests:
+        return max(bests, key=lambda p: p.stat().st_mtime)
+    candidates = []
+    for root in roots:
+        for m in root.rglob("metrics.json") if root.is_dir() else []:
+            try:
+                metrics = json.loads(m.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            score = (metrics.get("dev") or {}).get(metrics.get("main_metric", ""))
+            if metrics.get("task") == task and score is not None and (m.parent / "checkpoints" / "best.ckpt").is_file():
+                candidates.append((score, m.parent))
+    return max(candidates)[1] if candidates else None
+
+
+# -- provenance --------------------------------------------------------------------------------
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def data_hashes(metrics: dict[str, Any]) -> dict[str, dict[str, str | None]]:
+    """{split: {"path", "sha256"}} of the corpus files the run trained and evaluated on (None: gone)."""
+    corpus = ((metrics.get("config") or {}).get("data") or {}).get("corpus") or {}
+    base = Path(str(corpus.get("data_dir", "."))).expanduser()
+    out = {}
+    for split, name in (corpus.get("files") or {}).items():
+        p = Path(str(name)).expanduser()
+        p = p if p.is_absolute() else base / p
+        out[str(split)] = {"path": str(p), "sha256": sha256(p) if p.is_file() else "missing"}
+    return out
+
+
+def git_commit(repo: Path = REPO) -> dict[str, Any]:
+    def git(*args: str) -> str | None:
+        try:
+            r = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(dirty) if commit else None}
+
+
+def _scalars(metrics: dict[str, Any] | None) -> dict[str, Any]:
+    """Top-level numbers of a dev/test metrics dict (per-tag tables stay in run.json)."""
+    return {k: v for k, v in (metrics or {}).items() if isinstance(v, (int, float, str))}
+
+
+def _plain(value: Any) -> Any:
+    """JSON-like data that BentoML's model.yaml accepts: no None (absent = unknown), no Path."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value if isinstance(value, (str, int, float, bool)) else str(value)
+
+
+def metadata_for(loaded: LoadedModel, source: Source, weights_sha: str) -> dict[str, Any]:
+    m, vocab, tagger = source.metrics, loaded.vocab, loaded.tagger
+    return _plain({
+        "format": FORMAT,
+        "task": vocab.task,
+        "tag_scheme": vocab.tag_scheme,
+        "labels": list(vocab.labels),
+        "data": m.get("data"),
+        "model": m.get("model"),
+        "head": m.get("head"),
+        "params": sum(p.numel() for p in tagger.parameters()),
+        "main_metric": m.get("main_metric"),
+        "dev": _scalars(m.get("dev")),
+        "test": _scalars(m.get("test")),
+        "supports_attention": tagger.supports_attention,
+        "max_len": tagger.max_len,
+        "data_files": data_hashes(m),
+        "git": m.get("git") or git_commit(),
+        "checkpoint": str(source.checkpoint.resolve()),
+        "run_dir": str(source.run_dir.resolve()) if source.run_dir else None,
+        "command": m.get("command"),
+        "weights_sha256": weights_sha,
+        "torch": str(torch.__version__),
+    })
+
+
+# -- writing and reading the folder ------------------------------------------------------------
+def weights_bytes(tagger: Tagger) -> bytes:
+    """The tagger's state dict as safetensors bytes (tensors only: nothing to unpickle)."""
+    from safetensors.torch import save
+
+    state = {k: v.detach().contiguous() for k, v in tagger.state_dict().items()}
+    return save(state, metadata={"format": str(FORMAT)})
+
+
+def write_parts(folder: Path, loaded: LoadedModel, weights: bytes, metrics: dict[str, Any]) -> None:
+    """Write weights, vocab, model config and run info into ``folder``."""
+    (folder / WEIGHTS).write_bytes(weights)
+    (folder / VOCAB).write_text(json.dumps(loaded.vocab.to_dict(), ensure_ascii=False), encoding="utf-8")
+    (folder / MODEL_CONFIG).write_text(json.dumps(loaded.config, indent=2))
+    (folder / RUN_INFO).write_text(json.dumps(metrics, indent=2, default=str))
+
+
+@dataclass
+class Packaged:
+    tagger: Tagger
+    vocab: Vocab
+    config: dict[str, Any]
+    metadata: dict[str, Any]
+    tag: str
+
+
+def load_parts(folder: str | Path, metadata: dict[str, Any], tag: str) -> Packaged:
+    """Rebuild the tagger from a packaged folder, checking every part against the metadata."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    if metadata.get("format") != FORMAT:
+        raise PackageError(f"{tag}: package format {metadata.get('format')!r}, this code reads format {FORMAT}")
+    for name in (WEIGHTS, VOCAB, MODEL_CONFIG):
+        if not (folder / name).is_file():
+            raise PackageError(f"{tag}: {name} is missing from {folder}")
+    if metadata.get("weights_sha256") and sha256(folder / WEIGHTS) != metadata["weights_sha256"]:
+        raise PackageError(f"{tag}: {WEIGHTS} does not match the sha256 recorded at packaging (corrupted?)")
+    try:
+        vocab = Vocab.from_dict(json.loads((folder / VOCAB).read_text(encoding="utf-8")))
+        config = json.loads((folder / MODEL_CONFIG).read_text())
+        state = load_file(str(folder / WEIGHTS))
+    except (ValueError, TypeError, KeyError, SafetensorError) as e:
+        raise PackageError(f"{tag}: cannot read the packaged model in {folder}: {type(e).__name__}: {e}") from e
+    if metadata.get("labels") is not None and list(metadata["labels"]) != vocab.labels:
+        raise PackageError(f"{tag}: {VOCAB} labels {vocab.labels} differ from the metadata's {metadata['labels']}")
+    tagger = model_from_parts(config, vocab, state, f"{tag} ({folder})")
+    return Packaged(tagger, vocab, config, metadata, tag)
+
+
+def load_packaged(model) -> Packaged:
+    """Load a ``bentoml.Model`` (from ``bentoml.models.get`` or a service's ``BentoModel``)."""
+    return load_parts(model.path, dict(model.info.metadata), str(model.tag))
+
+
+def _probe(vocab: Vocab) -> list[list[str]]:
+    words = [w for w in vocab.words[2:40]] or ["x"]
+    return [words, words[::-1][:7], ["<unseen-word>", *words[:3]]]
+
+
+def _check_same_predictions(a: Tagger, b: Tagger, vocab: Vocab, what: str) -> None:
+    probe = _probe(vocab)
+    pa, pb = Predictor(a, vocab).predict(probe), Predictor(b, vocab).predict(probe)
+    for sa, sb in zip(pa, pb):
+        for x, y in zip(sa, sb):
+            if x.tag != y.tag or abs(x.score - y.score) > 1e-5:
+                raise PackageError(f"{what}: the packaged weights predict differently from the checkpoint")
+
+
+# -- the command -------------------------------------------------------------------------------
+def package(path: str | Path, name: str = DEFAULT_NAME):
+    """Save the run/checkpoint at ``path`` as a new version of ``name`` in the BentoML model store."""
+    import bentoml
+
+    source = resolve_source(path)
+    loaded = load_checkpoint(source.checkpoint)
+    labels = {k: str(v) for k, v in (("task", loaded.vocab.task), ("data", source.metrics.get("data")),
+                                     ("model", source.metrics.get("model")), ("head", source.metrics.get("head")))
+              if v is not None}
+    weights = weights_bytes(loaded.tagger)
+    metadata = metadata_for(loaded, source, hashlib.sha256(weights).hexdigest())
+    # nothing below reaches the store unless the block exits cleanly (create() saves on exit)
+    with bentoml.models.create(name, labels=labels, metadata=metadata) as model:
+        write_parts(Path(model.path), loaded, weights, source.metrics)
+        model.flush()  # model.yaml now, so the check below reads the folder exactly as a server will
+        reread = load_packaged(bentoml.Model.from_path(model.path))
+        _check_same_predictions(loaded.tagger, reread.tagger, loaded.vocab, str(model.tag))
+    log.info("packaged %s from %s", model.tag, source.checkpoint)
+    return bentoml.models.get(model.tag)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tagger.package", description=__doc__.split("\n\n")[0])
+    parser.add_argument("source", nargs="?", help="run dir, best.json or .ckpt file")
+    parser.add_argument("--name", default=DEFAULT_NAME, help="model name in the BentoML store (default: %(default)s)")
+    parser.add_argument("--best", action="store_true", help="package the best available run (reports/**/best.json, "
+                        "else highest dev score under multirun/ and runs/)")
+    parser.add_argument("--task", default="pos", choices=["pos", "ner"], help="task for --best")
+    parser.add_argument("--if-missing", action="store_true", help="do nothing if NAME:latest is already in the store")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    torch.set_num_threads(1)
+
+    import bentoml
+
+    if args.if_missing:
+        try:
+            existing = bentoml.models.get(f"{args.name}:latest")
+        except bentoml.exceptions.NotFound:
+            existing = None
+        if existing is not None:
+            print(f"{existing.tag} already in the store; not packaging")
+            return 0
+    source = args.source
+    if args.best:
+        source = find_best(args.task)
+        if source is None:
+            print(f"no trained {args.task} run found (train one with `make train`, or pass a run dir)", file=sys.stderr)
+            return 1
+    if source is None:
+        parser.error("give a run dir / best.json / checkpoint, or --best")
+    try:
+        model = package(source, args.name)
+    except CheckpointError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    meta = model.info.metadata
+    main_metric = meta.get("main_metric")
+    print(json.dumps({"tag": str(model.tag), "source": str(source), "task": meta["task"],
+                      "dev": meta["dev"].get(main_metric), "test": meta["test"].get(main_metric),
+                      "path": str(model.path)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

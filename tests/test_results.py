@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+import json
+
+from tagger.results import main
+
+
+def _run(d, model, seed, dev, test):
+    d.mkdir(parents=True)
+    (d / "metrics.json").write_text(json.dumps({
+        "task": "pos", "data": "ud_ewt", "model": model, "head": "softmax", "seed": seed, "main_metric": "acc",
+        "dev": {"acc": dev}, "test": {"acc": test}, "params": 1000, "train_seconds": 10.0, "epochs": 3,
+        "command": f"python -m tagger.train model={model} seed={seed}"}))
+
+
+def test_results_lines_replace_not_duplicate_and_markdown_aggregates(tmp_path):
+    sweep = tmp_path / "sweep"
+    _run(sweep / "a", "bilstm", 1, 90.0, 89.0)
+    _run(sweep / "b", "bilstm", 2, 92.0, 91.0)
+    (sweep / "failed").mkdir()  # no metrics.json: not a finished run
+    out = tmp_path / "reports"
+    main([str(sweep), "--out", str(out)])
+    main([str(sweep / "a"), "--out", str(out)])  # re-adding a run replaces its line
+    lines = [json.loads(l) for l in (out / "results.jsonl").read_text().splitlines()]
+    assert len(lines) == 2 and {l["seed"] for l in lines} == {1, 2}
+    assert lines[0]["dev"] in (90.0, 92.0) and "command" in lines[0]
+    md = (out / "results.md").read_text()
+    assert "91.00 ± 1.41" in md and "90.00 ± 1.41" in md  # mean ± sample std of (90, 92) and (89, 91)
