@@ -71,6 +71,14 @@ def encode_sentence(vocab: Vocab, tokens: list[str], tags: list[int] | None = No
     }
 
 
+def clip_word(chars: list[int], max_word_chars: int) -> list[int]:
+    """A word's character ids, its first and last ``max_word_chars // 2`` when it is longer."""
+    if len(chars) <= max_word_chars:
+        return chars
+    half = max_word_chars // 2
+    return chars[:half] + chars[-half:]
+
+
 def collate(items: list[dict[str, Any]], max_word_chars: int = 40) -> dict[str, torch.Tensor]:
     """Pad a list of encoded sentences.
 
@@ -81,8 +89,7 @@ def collate(items: list[dict[str, Any]], max_word_chars: int = 40) -> dict[str, 
     """
     B = len(items)
     T = max(len(it["words"]) for it in items)
-    half = max_word_chars // 2
-    clip = lambda c: c if len(c) <= max_word_chars else c[:half] + c[-half:]  # noqa: E731
+    clip = partial(clip_word, max_word_chars=max_word_chars)
     L = max(1, max(len(clip(c)) for it in items for c in it["chars"]))
     words = torch.full((B, T), PAD_ID, dtype=torch.long)
     tags = torch.full((B, T), IGNORE_INDEX, dtype=torch.long)

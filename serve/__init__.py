@@ -1,0 +1,1 @@
+"""The BentoML service of the tagger (serve/service.py) and its browser page (serve/ui/)."""

@@ -1,0 +1,157 @@
+"""Request and response bodies of the tagging service, and the limits requests are held to.
+
+Requests are pydantic models with ``extra="forbid"``: an unknown field, a wrong type, an empty
+list or string, or a limit exceeded is a 400 whose ``detail[].loc`` names the field and whose
+message names the limit. Limits come from the environment (read once, at import).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Annotated
+
+import bentoml
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name} must be an integer, got {raw!r}") from None
+    if value < 1:
+        raise ValueError(f"environment variable {name} must be >= 1, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Limits:
+    sentences: int  # sentences or texts per request
+    tokens: int  # tokens per sentence / text (after tokenization)
+    body_bytes: int  # request body size
+    attention_tokens: int  # tokens of the one sentence /attention shows
+
+    @classmethod
+    def from_env(cls) -> "Limits":
+        return cls(
+            sentences=_env_int("TAGGER_MAX_SENTENCES", 64),
+            tokens=_env_int("TAGGER_MAX_TOKENS", 5000),
+            body_bytes=_env_int("TAGGER_MAX_BODY_BYTES", 1_000_000),
+            attention_tokens=_env_int("TAGGER_MAX_ATTENTION_TOKENS", 200),
+        )
+
+
+LIMITS = Limits.from_env()
+
+Token = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+Text = Annotated[str, StringConstraints(min_length=1)]
+
+
+def _check_sentences(sentences: list[list[str]] | None, field: str) -> None:
+    for i, tokens in enumerate(sentences or []):
+        if len(tokens) > LIMITS.tokens:
+            raise ValueError(f"{field}[{i}] has {len(tokens)} tokens; the limit is {LIMITS.tokens} tokens per "
+                             f"sentence (TAGGER_MAX_TOKENS)")
+        for j, token in enumerate(tokens):
+            if not token.strip() or any(c.isspace() for c in token):
+                raise ValueError(f"{field}[{i}][{j}] = {token!r}: a token must be non-empty and contain no whitespace")
+
+
+class TagRequest(bentoml.IODescriptor):
+    """Exactly one of ``sentences`` (pre-tokenised) or ``texts`` (raw, tokenised by the service)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    sentences: list[Annotated[list[Token], Field(min_length=1)]] | None = Field(
+        default=None, min_length=1, max_length=LIMITS.sentences,
+        description=f"pre-tokenised sentences, one list of tokens each (at most {LIMITS.sentences} sentences "
+                    f"of {LIMITS.tokens} tokens)",
+        examples=[[["The", "cat", "sat", "."]]])
+    texts: list[Text] | None = Field(
+        default=None, min_length=1, max_length=LIMITS.sentences,
+        description=f"raw texts; each is tokenised and tagged as one sequence (at most {LIMITS.sentences} texts "
+                    f"of {LIMITS.tokens} tokens)",
+        examples=[["John lives in New York."]])
+
+    @model_validator(mode="after")
+    def _one_input(self) -> "TagRequest":
+        if (self.sentences is None) == (self.texts is None):
+            raise ValueError("give exactly one of 'sentences' (lists of tokens) or 'texts' (strings)")
+        _check_sentences(self.sentences, "sentences")
+        return self
+
+
+class AttentionRequest(bentoml.IODescriptor):
+    """Exactly one of ``tokens`` (one pre-tokenised sentence) or ``text``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    tokens: list[Token] | None = Field(default=None, min_length=1, max_length=LIMITS.attention_tokens,
+                                       description=f"one pre-tokenised sentence (at most {LIMITS.attention_tokens} "
+                                                   "tokens)", examples=[["The", "cat", "sat", "."]])
+    text: Text | None = Field(default=None, description="one raw text, tokenised by the service",
+                              examples=["The cat sat."])
+
+    @model_validator(mode="after")
+    def _one_input(self) -> "AttentionRequest":
+        if (self.tokens is None) == (self.text is None):
+            raise ValueError("give exactly one of 'tokens' (a list of strings) or 'text' (a string)")
+        _check_sentences([self.tokens] if self.tokens else None, "tokens")
+        return self
+
+
+# -- responses -----------------------------------------------------------------------------------
+class TokenOut(BaseModel):
+    text: str = Field(description="the token")
+    tag: str = Field(description="predicted tag (for NER, in the model's tag scheme)")
+    score: float = Field(description="the model's probability of that tag (the CRF's marginal)")
+    start: int | None = Field(default=None, description="character offset in the text (texts input only)")
+    end: int | None = Field(default=None, description="end offset, exclusive: text[start:end] == token")
+
+
+class TaggedSequence(BaseModel):
+    tokens: list[TokenOut]
+
+
+class TagResponse(BaseModel):
+    model: str = Field(description="the model's tag in the BentoML store")
+    task: str
+    results: list[TaggedSequence] = Field(description="one per input sentence or text, in order")
+
+
+class Entity(BaseModel):
+    text: str = Field(description="the entity's words (its slice of the text, for texts input)")
+    label: str = Field(description="entity type, e.g. PER")
+    start: int | None = Field(description="character offset in the text (texts input only)")
+    end: int | None = Field(description="end character offset, exclusive")
+    token_start: int = Field(description="index of its first token")
+    token_end: int = Field(description="index after its last token")
+    score: float = Field(description="mean probability of its tokens' tags")
+
+
+class EntitySequence(BaseModel):
+    entities: list[Entity]
+
+
+class EntitiesResponse(BaseModel):
+    model: str
+    results: list[EntitySequence]
+
+
+class AttentionToken(BaseModel):
+    text: str
+    start: int | None = None
+    end: int | None = None
+
+
+class AttentionResponse(BaseModel):
+    model: str
+    tokens: list[AttentionToken]
+    layers: int
+    heads: int
+    weights: list[list[list[list[float]]]] = Field(
+        description="weights[layer][head][query][key]: how much token `query` attends to token `key`; "
+                    "each row sums to 1")

@@ -1,0 +1,216 @@
+"""The tagging service: ``bentoml serve serve.service:Tagger``.
+
+Endpoints (JSON): ``POST /tag``, ``POST /entities``, ``POST /attention``, ``GET /model``, the page
+``GET /ui``, and BentoML's own ``/livez``, ``/readyz``, ``/metrics``, ``/docs``.
+
+Two services, the way BentoML batches behind pre-processing:
+
+* :class:`TaggerModel` holds the packaged model — a class-level ``BentoModel``, so ``bentoml build``
+  ships it — loaded once per worker. Its ``predict`` is batchable: sentences of concurrent requests
+  are gathered into one batch (adaptive batching).
+* :class:`Tagger`, the entry point, validates, tokenises, calls ``TaggerModel`` and shapes answers.
+
+``TAGGER_MODEL`` picks the model (default ``tagger:latest``); limits are in :mod:`serve.schemas`.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import bentoml
+from bentoml.models import BentoModel
+from seqeval.metrics.sequence_labeling import get_entities
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse
+from starlette.routing import Route
+
+from serve.middleware import BodyLimit
+from serve.schemas import (
+    LIMITS, AttentionRequest, AttentionResponse, AttentionToken, EntitiesResponse, Entity, EntitySequence,
+    TaggedSequence, TagRequest, TagResponse, TokenOut,
+)
+from tagger.tokenize import tokenize
+
+MODEL_TAG = os.environ.get("TAGGER_MODEL", "tagger:latest")
+UI_PAGE = Path(__file__).with_name("ui") / "index.html"
+API_PATHS = ("/tag", "/entities", "/attention")
+
+
+@bentoml.service(name="tagger_model", workers=1, traffic={"timeout": 300})
+class TaggerModel:
+    bento_model = BentoModel(MODEL_TAG)
+
+    def __init__(self) -> None:
+        import torch
+
+        from tagger.inference import Predictor
+        from tagger.package import load_packaged
+
+        if threads := int(os.environ.get("TAGGER_TORCH_THREADS", "0")):
+            torch.set_num_threads(threads)
+        # a missing file, a weights hash mismatch or an unreadable part raises here: the worker
+        # does not start, rather than serve a half model
+        self.packaged = load_packaged(self.bento_model)
+        self.predictor = Predictor(self.packaged.tagger, self.packaged.vocab)
+
+    @bentoml.api(batchable=True, max_batch_size=256, max_latency_ms=60_000)
+    def predict(self, sentences: list[list[str]]) -> list[list[tuple[str, float]]]:
+        """Tags of a batch of sentences: [(tag, probability)] per token."""
+        return [[(p.tag, p.score) for p in sent] for sent in self.predictor.predict(sentences)]
+
+    @bentoml.api
+    def attention(self, tokens: list[str]) -> list[list[list[list[float]]]]:
+        """[layer][head][query][key] weights of one sentence, rounded to 4 decimals."""
+        weights = self.predictor.attention(tokens)
+        return [[[[round(w, 4) for w in row] for row in head] for head in layer] for layer in weights]
+
+    @bentoml.api
+    def describe(self) -> dict[str, Any]:
+        """What is loaded: the store tag, the packaging metadata and the model config."""
+        return {"tag": self.packaged.tag, "metadata": self.packaged.metadata, "config": self.packaged.config,
+                "window": self.predictor.window}
+
+
+def _reject(message: str, loc: list[Any], status: int = 400) -> JSONResponse:
+    """The same shape as BentoML's own validation errors: the field is in ``detail[].loc``."""
+    return JSONResponse({"error": message, "detail": [{"loc": loc, "msg": message}]}, status_code=status)
+
+
+def _tokenize_all(texts: list[str], field: str = "texts") -> list[list[tuple[str, int, int]]] | JSONResponse:
+    out = []
+    for i, text in enumerate(texts):
+        tokens = tokenize(text)
+        name, loc = (f"{field}[{i}]", [field, i]) if field == "texts" else (field, [field])
+        if not tokens:
+            return _reject(f"{name} has no tokens (it is only whitespace)", loc)
+        if len(tokens) > LIMITS.tokens:
+            return _reject(f"{name} has {len(tokens)} tokens; the limit is {LIMITS.tokens} tokens per text "
+                           "(TAGGER_MAX_TOKENS)", loc)
+        out.append(tokens)
+    return out
+
+
+def entity_spans(words: list[str], tags: list[str], scores: list[float],
+                 offsets: list[tuple[int, int]] | None, text: str | None) -> list[Entity]:
+    """Entities of one tagged sequence (seqeval's decoding: an I- after O opens an entity)."""
+    spans = []
+    for label, first, last in get_entities(list(tags)):  # last is inclusive
+        start, end = (offsets[first][0], offsets[last][1]) if offsets else (None, None)
+        spans.append(Entity(
+            text=text[start:end] if text is not None and offsets else " ".join(words[first:last + 1]),
+            label=label, start=start, end=end, token_start=first, token_end=last + 1,
+            score=sum(scores[first:last + 1]) / (last + 1 - first)))
+    return spans
+
+
+async def _ui(request: Request) -> FileResponse:
+    return FileResponse(UI_PAGE, media_type="text/html")
+
+
+async def _model(request: Request) -> JSONResponse:
+    return await bentoml.get_current_service().model_card()
+
+
+pages = Starlette(routes=[Route("/ui", _ui), Route("/model", _model)])
+
+
+@bentoml.asgi_app(pages, path="/")
+@bentoml.service(name="tagger", workers=1, traffic={"timeout": 300})
+class Tagger:
+    model = bentoml.depends(TaggerModel)
+
+    def __init__(self) -> None:
+        self._info: dict[str, Any] | None = None
+
+    async def info(self) -> dict[str, Any]:
+        if self._info is None:
+            self._info = await self.model.to_async.describe()
+        return self._info
+
+    async def model_card(self) -> JSONResponse:
+        info = await self.info()
+        meta = info["metadata"]
+        return JSONResponse({
+            "name": info["tag"], "task": meta.get("task"), "tag_scheme": meta.get("tag_scheme"),
+            "labels": meta.get("labels"), "metrics": {"main": meta.get("main_metric"), "dev": meta.get("dev"),
+                                                     "test": meta.get("test")},
+            "supports_attention": meta.get("supports_attention"), "window": info["window"],
+            "limits": vars(LIMITS), "config": info["config"],
+            "provenance": {k: meta.get(k) for k in ("data", "model", "head", "params", "data_files", "git",
+                                                    "checkpoint", "run_dir", "command", "weights_sha256")},
+        })
+
+    async def _inputs(self, sentences: list[list[str]] | None, texts: list[str] | None):
+        """-> (words per sequence, offsets per sequence or None) or a 400 response."""
+        if sentences is not None:
+            return sentences, None
+        tokenized = await anyio.to_thread.run_sync(_tokenize_all, texts)
+        if isinstance(tokenized, JSONResponse):
+            return tokenized
+        return [[w for w, _, _ in toks] for toks in tokenized], [[(a, b) for _, a, b in toks] for toks in tokenized]
+
+    @bentoml.api(input_spec=TagRequest, output_spec=TagResponse)
+    async def tag(self, sentences: list[list[str]] | None = None, texts: list[str] | None = None):
+        """Tag pre-tokenised `sentences` or raw `texts`: text, tag and probability per token (and, for
+        texts, character offsets). Long inputs are windowed by the model, never truncated."""
+        inputs = await self._inputs(sentences, texts)
+        if isinstance(inputs, JSONResponse):
+            return inputs
+        words, offsets = inputs
+        info = await self.info()
+        predictions = await self.model.to_async.predict(words)
+        results = []
+        for i, (ws, preds) in enumerate(zip(words, predictions)):
+            spans = offsets[i] if offsets else [(None, None)] * len(ws)
+            results.append(TaggedSequence(tokens=[
+                TokenOut(text=w, tag=tag, score=score, start=a, end=b)
+                for w, (tag, score), (a, b) in zip(ws, preds, spans)]))
+        return TagResponse(model=info["tag"], task=info["metadata"]["task"], results=results)
+
+    @bentoml.api(input_spec=TagRequest, output_spec=EntitiesResponse)
+    async def entities(self, sentences: list[list[str]] | None = None, texts: list[str] | None = None):
+        """Entity spans {text, label, start, end, score} of an NER model."""
+        info = await self.info()
+        if info["metadata"].get("task") != "ner":
+            return _reject(f"/entities needs an NER model; {info['tag']} is a {info['metadata'].get('task')} "
+                           "tagger (use /tag)", ["model"])
+        inputs = await self._inputs(sentences, texts)
+        if isinstance(inputs, JSONResponse):
+            return inputs
+        words, offsets = inputs
+        predictions = await self.model.to_async.predict(words)
+        results = []
+        for i, (ws, preds) in enumerate(zip(words, predictions)):
+            tags, scores = [t for t, _ in preds], [s for _, s in preds]
+            results.append(EntitySequence(entities=entity_spans(
+                ws, tags, scores, offsets[i] if offsets else None, texts[i] if texts else None)))
+        return EntitiesResponse(model=info["tag"], results=results)
+
+    @bentoml.api(input_spec=AttentionRequest, output_spec=AttentionResponse)
+    async def attention(self, tokens: list[str] | None = None, text: str | None = None):
+        """Attention weights of one sentence, per layer and head (self-attention models only)."""
+        info = await self.info()
+        if not info["metadata"].get("supports_attention"):
+            return _reject(f"{info['tag']} has no attention weights to show (its encoder is "
+                           f"{info['config']['model']['_target_'].rsplit('.', 1)[-1]})", ["model"])
+        limit = min(LIMITS.attention_tokens, info["window"])
+        if text is not None:
+            tokenized = await anyio.to_thread.run_sync(_tokenize_all, [text], "text")
+            if isinstance(tokenized, JSONResponse):
+                return tokenized
+            toks = [AttentionToken(text=w, start=a, end=b) for w, a, b in tokenized[0]]
+        else:
+            toks = [AttentionToken(text=w) for w in tokens]
+        if len(toks) > limit:
+            return _reject(f"{'text' if text is not None else 'tokens'} has {len(toks)} tokens; attention is shown "
+                           f"for at most {limit} tokens (TAGGER_MAX_ATTENTION_TOKENS / model window)",
+                           ["text" if text is not None else "tokens"])
+        weights = await self.model.to_async.attention([t.text for t in toks])
+        return AttentionResponse(model=info["tag"], tokens=toks, layers=len(weights),
+                                 heads=len(weights[0]) if weights else 0, weights=weights)
+
+
+Tagger.add_asgi_middleware(BodyLimit, max_bytes=LIMITS.body_bytes, paths=API_PATHS)
