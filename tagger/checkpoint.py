@@ -53,6 +53,7 @@ class LoadedModel:
     vocab: Vocab
     config: dict[str, Any]
     path: Path
+    epoch: int | None = None  # epoch the checkpoint was saved at
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -82,4 +83,5 @@ def load_checkpoint(path: str | Path) -> LoadedModel:
     saved = ckpt[CHECKPOINT_KEY]
     vocab = Vocab.from_dict(saved["vocab"])
     state = {k.removeprefix("tagger."): v for k, v in ckpt["state_dict"].items() if k.startswith("tagger.")}
-    return LoadedModel(model_from_parts(saved["config"], vocab, state, str(path)), vocab, saved["config"], Path(path))
+    tagger = model_from_parts(saved["config"], vocab, state, str(path))
+    return LoadedModel(tagger, vocab, saved["config"], Path(path), ckpt.get("epoch"))

@@ -10,6 +10,7 @@ import pytorch_lightning as pl
 import torch
 
 from tagger.data.vocab import Vocab
+from tagger.inference import Predictor
 from tagger.metrics import MAIN_METRIC, task_metrics
 from tagger.models.tagger import Tagger
 
@@ -64,7 +65,16 @@ class TaggerModule(pl.LightningModule):
         self.train_tokens += int(batch["mask"].sum())
 
     def _eval_step(self, batch: dict[str, torch.Tensor], stage: str) -> None:
-        pred, _ = self.tagger.predict(batch)
+        limit = self.tagger.max_len
+        if limit is not None and batch["mask"].shape[1] > limit:
+            # longer than a learned position table: tag in overlapping windows, as prediction does
+            tags = Predictor(self.tagger, self.vocab).predict(batch["tokens"])
+            index = {label: i for i, label in enumerate(self.vocab.labels)}
+            pred = torch.zeros_like(batch["tags"])
+            for i, sent in enumerate(tags):
+                pred[i, : len(sent)] = torch.tensor([index[t.tag] for t in sent])
+        else:
+            pred, _ = self.tagger.predict(batch)
         lengths = batch["mask"].sum(1).tolist()
         for i, n in enumerate(lengths):
             self._outputs[stage].append((

@@ -116,8 +116,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         # evaluate the best checkpoint (not the last weights) on whole splits, on one process
         evaluated = load_checkpoint(ckpt) if ckpt else None
         model, eval_vocab = (evaluated.tagger, evaluated.vocab) if evaluated else (module.tagger.eval(), vocab)
-        if evaluated:
-            results["best_epoch"] = torch.load(ckpt, map_location="cpu", weights_only=True).get("epoch")
+        results["best_epoch"] = evaluated.epoch if evaluated else None
         for split, key in (("validation", "dev"), ("test", "test")):
             if split in datamodule.datasets:
                 results[key] = evaluate_split(model, eval_vocab, datamodule.datasets[split])

@@ -75,3 +75,11 @@ def test_learns_pos_on_real_ewt_subset(tmp_path):
                    "~callbacks.progress_bar", "+trainer.enable_progress_bar=false"], tmp_path)
     m = train(cfg)
     assert m["dev"]["acc"] > 80.0, m["dev"]["acc"]
+
+
+def test_learned_positions_shorter_than_dev_sentences_validate_in_windows(tmp_path, tiny_data):
+    """A learned table of 5 positions trains on short sentences and still validates whole longer ones."""
+    out = train_tiny(tmp_path, tiny_data, ["model=self_attention", "model.pos_encoding=learned", "model.max_len=5",
+                                           "data.max_train_len=5", "model.d_model=16", "model.heads=2"])
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["dev"]["n_tokens"] > 0 and m["config"]["model"]["max_len"] == 5

@@ -68,6 +68,7 @@ def encode_sentence(vocab: Vocab, tokens: list[str], tags: list[int] | None = No
         "chars": [vocab.char_ids(t) for t in tokens],
         "tags": tags if tags is not None else [IGNORE_INDEX] * len(tokens),
         "unseen": [vocab.is_unseen(t) for t in tokens],
+        "tokens": tokens,
     }
 
 
@@ -83,7 +84,7 @@ def collate(items: list[dict[str, Any]], max_word_chars: int = 40) -> dict[str, 
     """Pad a list of encoded sentences.
 
     Returns words (B,T), chars (B,T,L), tags (B,T) with IGNORE_INDEX on padding, mask (B,T) bool,
-    unseen (B,T) bool, index (B,) position of each sentence in its split.
+    unseen (B,T) bool, index (B,) position of each sentence in its split, tokens (the strings).
     Words longer than ``max_word_chars`` keep their first and last ``max_word_chars // 2``
     characters (prefix and suffix carry the signal; a 300-character URL would otherwise set L).
     """
@@ -106,7 +107,8 @@ def collate(items: list[dict[str, Any]], max_word_chars: int = 40) -> dict[str, 
             c = clip(c)
             chars[b, t, : len(c)] = torch.tensor(c, dtype=torch.long)
     index = torch.tensor([it.get("index", -1) for it in items])
-    return {"words": words, "chars": chars, "tags": tags, "mask": mask, "unseen": unseen, "index": index}
+    return {"words": words, "chars": chars, "tags": tags, "mask": mask, "unseen": unseen, "index": index,
+            "tokens": [it["tokens"] for it in items]}
 
 
 class _Encoded(torch.utils.data.Dataset):
