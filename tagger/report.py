@@ -32,9 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-import yaml
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # corpora are local files; never reach for the Hub
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tagger.metrics import MAIN_METRIC, task_metrics, token_accuracy
+import yaml  # noqa: E402
+
+from tagger.metrics import MAIN_METRIC, task_metrics, token_accuracy  # noqa: E402
 
 METRIC_TEXT = {
     "acc": "token accuracy (%)",
@@ -67,6 +70,7 @@ class Run:
     variant: str = ""
     evaluation: dict[str, Any] | None = None  # re-evaluation of the test split (see evaluate_run)
     eval_problem: str | None = None
+    model_choice: str | None = None  # .hydra/hydra.yaml: the model config chosen (names runs without results)
 
     @property
     def ok(self) -> bool:
@@ -83,6 +87,12 @@ class Run:
     @property
     def max_train_len(self) -> int | None:
         return (self.config.get("data") or {}).get("max_train_len")
+
+    @property
+    def seed(self) -> int | str:
+        if self.metrics and "seed" in self.metrics:
+            return self.metrics["seed"]
+        return next((o.split("=", 1)[1] for o in self.overrides if o.lstrip("+").startswith("seed=")), "?")
 
     def score(self, split: str) -> float | None:
         return (self.metrics.get(split) or {}).get(self.main_metric)
@@ -103,6 +113,7 @@ class Sweep:
     params: dict[str, str]
     expected: list[list[str]] | None  # override sets of every job (basic sweeper), else None
     n_trials: int | None = None
+    model_choice: str | None = None  # the model config of the sweep when it does not sweep models
 
 
 def _last_lines(path: Path, n: int = 200) -> list[str]:
@@ -131,12 +142,18 @@ def _failure_reason(d: Path) -> str:
     return "; ".join(parts)
 
 
+def _model_choice(hydra_cfg: dict[str, Any]) -> str | None:
+    return ((hydra_cfg.get("runtime") or {}).get("choices") or {}).get("model")
+
+
 def load_run(d: Path) -> Run:
     ov_path = d / ".hydra" / "overrides.yaml"
     overrides = [str(o) for o in (yaml.safe_load(ov_path.read_text()) or [])] if ov_path.exists() else []
     m_path = d / "metrics.json"
     if not m_path.exists():
-        return Run(d, None, overrides, _failure_reason(d))
+        hydra_yaml = d / ".hydra" / "hydra.yaml"
+        choice = _model_choice((yaml.safe_load(hydra_yaml.read_text()) or {}).get("hydra", {})) if hydra_yaml.exists() else None
+        return Run(d, None, overrides, _failure_reason(d), model_choice=choice)
     try:
         metrics = json.loads(m_path.read_text())
     except json.JSONDecodeError as e:
@@ -156,19 +173,20 @@ def load_sweep(d: Path) -> Sweep:
     sweeper = hydra_cfg.get("sweeper") or {}
     params = {str(k): str(v) for k, v in (sweeper.get("params") or {}).items()}
     command = " ".join(["python -m tagger.train -m", *map(shlex.quote, task)])
+    model = _model_choice(hydra_cfg)
     if "BasicSweeper" not in str(sweeper.get("_target_", "")):
-        return Sweep(d, command, params, None, sweeper.get("n_trials"))
+        return Sweep(d, command, params, None, sweeper.get("n_trials"), model)
     try:
         # command-line overrides come last: they replace the config's sweeper params of the same key
         parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()] + task)
     except Exception:  # an override the parser cannot read: no expectation, nothing flagged missing
-        return Sweep(d, command, params, None)
+        return Sweep(d, command, params, None, model_choice=model)
     axes: dict[str, list[str]] = {}
     for o in parsed:
         key = o.get_key_element()
         values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
         axes[key] = [f"{key}={v}" for v in values]
-    return Sweep(d, command, params, [list(c) for c in itertools.product(*axes.values())])
+    return Sweep(d, command, params, [list(c) for c in itertools.product(*axes.values())], model_choice=model)
 
 
 def find_runs(paths: Sequence[Path]) -> tuple[list[Run], list[Sweep]]:
@@ -249,6 +267,11 @@ def _short(key: str) -> str:
     return key.removeprefix("model.")
 
 
+def _label_value(v: str) -> str:
+    """Sampled floats (Optuna) shortened to 4 significant digits."""
+    return f"{float(v):.4g}" if re.fullmatch(r"-?\d+\.\d{5,}", v) else v
+
+
 def assign_variants(runs: Sequence[Run]) -> None:
     """Label every run. Completed runs: model name + ``key=value`` for each config value that differs
     between completed runs of that model (keys of a group chosen by name, e.g. ``head.*``, only count
@@ -271,21 +294,22 @@ def assign_variants(runs: Sequence[Run]) -> None:
             if any(len(v) > 1 for v in subsets.values()):
                 varying.append(k)
         for r in group:
-            extra = " ".join(f"{_short(k)}={flats[id(r)].get(k, 'unset')}" for k in varying)
+            extra = " ".join(f"{_short(k)}={_label_value(flats[id(r)].get(k, 'unset'))}" for k in varying)
             r.variant = f"{name} {extra}".strip()
     labels = {r.identity(): r.variant for r in ok}
     for r in runs:
         if not r.ok:
-            r.variant = label_without_results(r.overrides, labels)
+            r.variant = label_without_results(r.overrides, labels, r.model_choice)
 
 
-def label_without_results(overrides: Iterable[str], labels: dict[frozenset[str], str]) -> str:
+def label_without_results(overrides: Iterable[str], labels: dict[frozenset[str], str],
+                          model_choice: str | None = None) -> str:
     """The variant of a run that has no results: that of completed runs with the same overrides (seed
     aside), else the model name and the overrides that set it apart."""
     ident = _identity(overrides)
     if ident in labels:
         return labels[ident]
-    model = next((o.split("=", 1)[1] for o in ident if o.startswith("model=")), "?")
+    model = next((o.split("=", 1)[1] for o in ident if o.startswith("model=")), model_choice or "?")
     rest = sorted(o for o in ident if not o.startswith(("model=", "experiment=")))
     return f"{model} [{' '.join(rest)}]" if rest else model
 
@@ -312,8 +336,8 @@ def make_groups(runs: Sequence[Run], missing: Sequence[tuple[Sweep, list[str]]])
         g = groups.setdefault(r.variant, Group(r.variant))
         (g.runs if r.ok else g.failed).append(r)
     labels = {r.identity(): r.variant for r in runs if r.ok}
-    for _, combo in missing:
-        variant = label_without_results(combo, labels)
+    for sweep, combo in missing:
+        variant = label_without_results(combo, labels, sweep.model_choice)
         groups.setdefault(variant, Group(variant)).missing.append(combo)
 
     def order(g: Group) -> tuple:
@@ -379,9 +403,12 @@ def load_corpus(corpus_cfg: dict[str, Any], data_dir: str | None) -> Any:
 
 
 def checkpoint_of(run: Run) -> Path | None:
+    """The run's best checkpoint, named through the run dir as given (relative paths stay relative,
+    and a run dir that was moved still finds it)."""
     recorded = run.metrics.get("best_checkpoint")
-    for p in (Path(recorded) if recorded else None, run.path / "checkpoints" / "best.ckpt"):
-        if p is not None and p.is_file():
+    candidates = [run.path / "checkpoints" / Path(recorded).name, Path(recorded)] if recorded else []
+    for p in [*candidates, run.path / "checkpoints" / "best.ckpt"]:
+        if p.is_file():
             return p
     return None
 
@@ -449,11 +476,9 @@ def evaluate_run(run: Run, cache_dir: Path, threads: int, batch_size: int, data_
         "tokens_per_s": n_tokens / seconds if seconds else None, "seconds": seconds, "n_tokens": n_tokens,
         "threads": threads, "loadavg": os.getloadavg()[0], "max_len": loaded.tagger.max_len,
     }
-    if windowed:
-        window = int(run.max_train_len)
-        ev["window"] = window
-        ev["window_overlap"] = Predictor(loaded.tagger, loaded.vocab, batch_size, window=window).overlap
-        ev["pred_windowed"] = _encode(Predictor(loaded.tagger, loaded.vocab, batch_size, window=window).tags(tokens), index)
+    if windowed:  # what a table of only max_train_len rows would force: overlapping windows
+        short = Predictor(loaded.tagger, loaded.vocab, batch_size, window=int(run.max_train_len))
+        ev |= {"window": short.window, "window_overlap": short.overlap, "pred_windowed": _encode(short.tags(tokens), index)}
     cache_dir.mkdir(parents=True, exist_ok=True)
     cache.write_bytes(gzip.compress(json.dumps(ev).encode()))
     return ev
@@ -560,9 +585,10 @@ class Doc:
             elif kind == "table":
                 header, rows, caption = v
                 head = "".join(f"<th>{_inline(c)}</th>" for c in header)
-                trs = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in rows)
-                body.append(f"<table><caption>{_inline(caption)}</caption><thead><tr>{head}</tr></thead>"
-                            f"<tbody>{trs}</tbody></table>")
+                trs = "".join("<tr>" + "".join(_td(c) for c in r) + "</tr>" for r in rows)
+                # the caption as a paragraph: a <caption> is squeezed to the width of a narrow table
+                body.append(f'<p class="caption">{_inline(caption)}</p>'
+                            f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{trs}</tbody></table></div>')
             elif kind == "figure":
                 path, caption = v
                 data = base64.b64encode(path.read_bytes()).decode()
@@ -572,19 +598,31 @@ class Doc:
 
 
 def _inline(text: str) -> str:
-    """Escape, then the two markdown inline forms the report uses: `code` and **bold**."""
+    """Escape, then the markdown inline forms the report uses: `code`, **bold** and *italic*."""
     s = html.escape(text)
     s = re.sub(r"`([^`]+)`", r"<code>\1</code>", s)
-    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", s)
+    s = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", s)
+    return re.sub(r"(?<![*\w])\*([^*\s][^*]*)\*(?![*\w])", r"<em>\1</em>", s)
+
+
+_NUMBER = re.compile(r"^[-+]?[\d,.]+( ± [\d,.]+)?$|^–$")
+
+
+def _td(cell: str) -> str:
+    """A table cell; numbers (``92.10 ± 0.31``) never wrap."""
+    return f'<td class="num">{_inline(cell)}</td>' if _NUMBER.match(cell) else f"<td>{_inline(cell)}</td>"
 
 
 _HTML = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; color: #222; }}
-table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }}
-caption {{ caption-side: top; text-align: left; font-style: italic; padding-bottom: 0.4em; }}
+table {{ border-collapse: collapse; margin: 0 0 1em 0; font-size: 0.9em; }}
+p.caption {{ font-style: italic; font-size: 0.9em; margin: 1.2em 0 0.3em 0; }}
+div.wide {{ overflow-x: auto; }}
 th, td {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }}
+td.num {{ white-space: nowrap; }}
+td code {{ overflow-wrap: break-word; }}
 th {{ background: #f3f3f3; }}
 tbody tr:nth-child(even) {{ background: #fafafa; }}
 figure {{ margin: 1.5em 0; }}
@@ -626,9 +664,11 @@ class Context:
         self.figures.append(path)
         return path
 
-    def buckets(self) -> list[tuple[int, int]]:
-        longest = max((len(s) for r in self.runs if r.evaluation for s in r.evaluation["gold"]), default=0)
-        return bucket_edges(self.args.edges, longest)
+    def buckets(self, runs: Sequence[Run] | None = None, extra_edges: Sequence[int] = ()) -> list[tuple[int, int]]:
+        """Length buckets up to the longest test sentence, without the empty ones."""
+        lengths = {len(s) for r in (runs or self.runs) if r.evaluation for s in r.evaluation["gold"]}
+        edges = sorted(set(self.args.edges) | set(extra_edges))
+        return [b for b in bucket_edges(edges, max(lengths, default=0)) if any(b[0] <= n <= b[1] for n in lengths)]
 
 
 def _task_of(runs: Sequence[Run]) -> str:
@@ -651,17 +691,21 @@ def section_summary(c: Context, best: Run | None) -> None:
         f"Main metric: **{c.metric}** = {METRIC_TEXT[c.metric]}. "
         "Mean ± sample standard deviation (n−1) over seeds; n = completed seeds.")
     if best is not None:
-        d.p(f"**Best model by the dev {c.metric}: `{best.variant}`** (seed {best.metrics.get('seed')}, "
+        d.p(f"**Best model by the dev {c.metric}: `{best.variant}`** (seed {best.seed}, "
             f"dev {best.score('dev'):.2f}, test {_num(best.score('test'))}) — `{best.path}`; written to `best.json`. "
             "Test numbers were not used to choose it.")
     problems = [f"`{r.path}` ({r.variant}): {r.problem}; overrides `{' '.join(r.overrides) or '(none)'}`"
                 for r in c.runs if not r.ok]
     problems += [f"never started: `{' '.join(combo)}` (sweep `{s.path}`)" for s, combo in c.missing]
-    problems += [f"`{r.path}`: re-evaluation skipped: {r.eval_problem}" for r in c.runs if r.eval_problem]
     if problems:
         d.h(2, "Runs without results")
         d.p("Listed, not dropped: these runs are missing from the means below (the *runs* column counts them).")
         d.bullets(problems)
+    not_evaluated = [f"`{r.path}`: {r.eval_problem}" for r in c.runs if r.eval_problem]
+    if not_evaluated:
+        d.p("Re-evaluation failed for these runs: their metrics.json numbers are used, but they are missing from "
+            "inference speed, length buckets and attention maps:")
+        d.bullets(not_evaluated)
 
 
 def _num(v: float | None, digits: int = 2) -> str:
@@ -784,7 +828,7 @@ def section_length_unseen(c: Context) -> None:
                                c.fig("length_buckets.png"), counts=[b["n_tok"] for b in first])
         d.figure(path, f"Test {m} by sentence-length bucket (x: tokens per sentence, with the number of test tokens "
                        "in the bucket), one line per variant, whiskers ± std over seeds.")
-        d.p(_length_verdict(c, groups, stats, names, [b["n_tok"] for b in first]))
+        d.p(_length_verdict(groups, stats, names, first))
 
     # seen vs unseen: from the re-evaluation when there is one, else metrics.json (POS has both)
     seen, unseen, counts = {}, {}, None
@@ -820,28 +864,36 @@ def _role(g: Group) -> str | None:
     return None
 
 
-def _length_verdict(c: Context, groups: list[Group], stats: dict[str, list[Stat]], names: list[str],
-                    n_tok: list[int]) -> str:
-    """Change from the shortest bucket to the longest with >= 500 test tokens, per variant, and
-    whether the order of the drops matches the claim."""
-    last = max((i for i, n in enumerate(n_tok) if n >= 500), default=len(n_tok) - 1)
-    if last == 0:
-        return "Too few long test sentences to compare lengths."
+MIN_BUCKET = {"n_tok": 500, "n_sent": 30}  # a bucket this small is noise, not a trend (F1 on 8 sentences)
+
+
+def _length_verdict(groups: list[Group], stats: dict[str, list[Stat]], names: list[str],
+                    counts: list[dict[str, int]]) -> str:
+    """Change from the shortest bucket to the longest with enough test data (else the longest), per
+    variant, and whether the order of the changes matches the claim."""
+    enough = [i for i, b in enumerate(counts) if all(b[k] >= v for k, v in MIN_BUCKET.items())]
+    last = enough[-1] if enough and enough[-1] > 0 else len(counts) - 1
+    if last <= 0:
+        return "Only one length bucket: no comparison across lengths."
     change = {}
     for g in groups:
         a, b = stats[g.variant][0][0], stats[g.variant][last][0]
         if a is not None and b is not None:
             change[g.variant] = b - a
-    text = (f"Change from {names[0]} to {names[last]} tokens (the longest bucket with ≥ 500 test tokens): "
+    if not change:
+        return ""
+    which = (f"the longest bucket with ≥ {MIN_BUCKET['n_sent']} sentences and ≥ {MIN_BUCKET['n_tok']} tokens"
+             if enough and enough[-1] == last else "the longest bucket")
+    text = (f"Change from {names[0]} to {names[last]} tokens ({which}): "
             + "; ".join(f"`{v}` {stats[v][0][0]:.2f} → {stats[v][last][0]:.2f} ({d:+.2f})" for v, d in change.items())
             + ". ")
     roles: dict[str, list[float]] = {}
     for g in groups:
-        if g.variant in change and _role(g):
+        if g.variant in change and _role(g) and g.runs[0].max_train_len is None:
             roles.setdefault(_role(g), []).append(change[g.variant])
     if {"window", "rnn", "attention"} <= roles.keys():
         w, r, a = (max(roles[k]) for k in ("window", "rnn", "attention"))
-        order = "matches" if w <= r <= a else "does not match"
+        order = "match" if w <= r <= a else "do not match"
         text += (f"Ordered by change (most negative = loses most on long sentences), the data {order} the claim's "
                  f"prediction window ≤ RNN ≤ self-attention (best variant of each family: {w:+.2f}, {r:+.2f}, {a:+.2f}). "
                  "Differences smaller than the std over seeds in the table above are not evidence either way.")
@@ -910,11 +962,12 @@ def section_ablation(c: Context) -> None:
         dev = mean_std(r.score("dev") for r in g.runs)
         cells = [f"**{f[k]}**" if base and f[k] != mode[k] else f[k] for k in names]
         epochs = sorted({str(r.config.get("trainer", {}).get("max_epochs")) for r in g.runs})
-        rows.append(cells + [len(g.runs), fmt(dev), "baseline" if g is base else _num(
+        other = [kv for kv in g.variant.split(" ")[1:] if kv.split("=", 1)[0] not in (*ABLATION_FACTORS, "head")]
+        rows.append(cells + [" ".join(other) or "–"] + [len(g.runs), fmt(dev), "baseline" if g is base else _num(
             dev[0] - base_dev if base_dev is not None and dev[0] is not None else None, 2),
             fmt(mean_std(r.score("test") for r in g.runs)), fmt_params(r.metrics.get("params") for r in g.runs),
             fmt(mean_std(r.metrics.get("fit_seconds") for r in g.runs), 0, True), "/".join(epochs)])
-    d.table(names + ["n", f"dev {m}", "Δ dev vs baseline", f"test {m}", "params", "fit time (s)", "max epochs"], rows,
+    d.table(names + ["other differences", "n", f"dev {m}", "Δ dev vs baseline", f"test {m}", "params", "fit time (s)", "max epochs"], rows,
             f"Self-attention variants (dev and test {METRIC_TEXT[m]}, mean ± std over n seeds). "
             + ("Baseline: the variant with the most common value of every factor (the centre of a one-factor-at-a-time "
                "sweep); **bold** marks where a variant departs from it. " if base else "No single baseline variant. ")
@@ -987,7 +1040,7 @@ def section_extrapolation(c: Context) -> None:
         return
     limit = max(r.max_train_len for r in runs)
     longest = max(len(s) for r in runs if r.evaluation for s in r.evaluation["gold"])
-    buckets = bucket_edges(sorted(set(c.args.edges) | {limit}), longest)
+    buckets = c.buckets(runs, extra_edges=[limit])
     names = [bucket_label(b) for b in buckets]
     series: dict[str, list[Stat]] = {}
     notes, counts = [], None
@@ -1046,7 +1099,7 @@ def section_best(c: Context, best: Run | None) -> None:
         d.p("No completed run.")
         return
     d.p(f"Chosen by the highest **dev** {c.metric} over all completed runs (not by test): `{best.variant}`, "
-        f"seed {best.metrics.get('seed')}, dev {best.score('dev'):.2f}, test {_num(best.score('test'))}. "
+        f"seed {best.seed}, dev {best.score('dev'):.2f}, test {_num(best.score('test'))}. "
         f"Run dir `{best.path}`, checkpoint `{checkpoint_of(best) or best.metrics.get('best_checkpoint')}`. "
         "`best.json` holds its config and metrics for packaging.")
 
@@ -1061,7 +1114,7 @@ def section_commands(c: Context) -> None:
         jobs = f"{len(s.expected)} jobs" if s.expected is not None else (f"{s.n_trials} trials" if s.n_trials else "")
         d.p(f"Sweep `{s.path}` ({jobs}; sweeper params `{params or '(none)'}`):")
         d.code(s.command)
-    rows = [[f"`{r.path}`", f"`{r.variant}`", (r.metrics or {}).get("seed", "?"),
+    rows = [[f"`{r.path}`", f"`{r.variant}`", r.seed,
              "ok" if r.ok else "no results", _num(r.score("dev")) if r.ok else "–", _num(r.score("test")) if r.ok else "–",
              f"`{r.metrics.get('command')}`" if r.metrics else f"overrides: `{' '.join(r.overrides)}`"]
             for r in c.runs]
@@ -1087,7 +1140,7 @@ def best_json(best: Run, c: Context) -> dict[str, Any]:
         "model": best.metrics.get("model"),
         "head": best.metrics.get("head"),
         "variant": best.variant,
-        "seed": best.metrics.get("seed"),
+        "seed": best.seed,
         "main_metric": c.metric,
         "dev": best.metrics.get("dev"),
         "test": best.metrics.get("test"),

@@ -6,6 +6,7 @@ A ``(mean, std)`` pair with ``std`` None (a single seed) is drawn without an err
 """
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Sequence
 
@@ -23,9 +24,25 @@ DPI = 110
 
 def _save(fig: plt.Figure, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")  # "tight" keeps a legend placed below the axes
     plt.close(fig)
     return path
+
+
+def _legend(ax: plt.Axes, n: int, loc: str = "best") -> None:
+    """A few series: inside the axes (``loc``; "outside" = right of the axes, never over a bar);
+    many: below the axes in two columns."""
+    if n <= 4 and loc == "outside":
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    elif n <= 4:
+        ax.legend(fontsize=8, loc=loc)
+    else:
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
+
+
+def _wrap(label: str, width: int = 48) -> str:
+    """Variant names can be long (every differing config value); wrap them for legends and axes."""
+    return textwrap.fill(label, width, break_long_words=False)
 
 
 def _split(stats: Sequence[Stat]) -> tuple[np.ndarray, np.ndarray]:
@@ -40,17 +57,16 @@ def grouped_bars(categories: Sequence[str], series: dict[str, Sequence[Stat]], y
     n_series = max(1, len(series))
     width = 0.8 / n_series
     x = np.arange(len(categories))
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(categories) * n_series + 2.5), 4.2))
+    fig, ax = plt.subplots(figsize=(min(14.0, max(6.0, 0.45 * len(categories) * n_series + 2.5)), 4.2))
     for i, (label, stats) in enumerate(series.items()):
         mean, std = _split(stats)
-        ax.bar(x + (i - (n_series - 1) / 2) * width, mean, width, yerr=std, capsize=2, label=label)
+        ax.bar(x + (i - (n_series - 1) / 2) * width, mean, width, yerr=std, capsize=2, label=_wrap(label))
     ax.set_xticks(x, categories, rotation=0 if horizontal_labels else 45, ha="center" if horizontal_labels else "right")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    if ylim is not None:
-        ax.set_ylim(*ylim)
+    ax.set_ylim(*(ylim or (0.0, None)))
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    _legend(ax, n_series, "outside")
     return _save(fig, path)
 
 
@@ -65,7 +81,7 @@ def hbars(labels: Sequence[str], series: dict[str, Sequence[Stat]], xlabel: str,
         mean, std = _split(stats)
         ax.barh(y + (i - (n_series - 1) / 2) * height, mean, height, xerr=std, capsize=2, label=name)
         lo.append(np.nanmin(mean - std) if np.isfinite(mean).any() else 0.0)
-    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_yticks(y, [_wrap(lb) for lb in labels], fontsize=8)
     ax.invert_yaxis()
     # bars of 90-something % are indistinguishable from 0; start the axis near the smallest value
     finite = [v for v in lo if np.isfinite(v)]
@@ -74,7 +90,7 @@ def hbars(labels: Sequence[str], series: dict[str, Sequence[Stat]], xlabel: str,
     ax.set_xlabel(xlabel)
     ax.set_title(title)
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    _legend(ax, n_series, "outside")
     return _save(fig, path)
 
 
@@ -87,7 +103,7 @@ def lines_by_bucket(buckets: Sequence[str], series: dict[str, Sequence[Stat]], y
     fig, ax = plt.subplots(figsize=(max(6.5, 0.9 * len(buckets) + 2.5), 4.2))
     for label, stats in series.items():
         mean, std = _split(stats)
-        ax.errorbar(x, mean, yerr=std, marker="o", capsize=3, label=label)
+        ax.errorbar(x, mean, yerr=std, marker="o", capsize=3, label=_wrap(label))
     names = [f"{b}\n({c} tok)" for b, c in zip(buckets, counts)] if counts else list(buckets)
     ax.set_xticks(x, names, fontsize=8)
     ax.set_xlabel("sentence length (tokens)")
@@ -98,7 +114,7 @@ def lines_by_bucket(buckets: Sequence[str], series: dict[str, Sequence[Stat]], y
         if vline_label:
             ax.text(vline_after + 0.55, ax.get_ylim()[0], vline_label, fontsize=8, color="grey", va="bottom")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend(ax, len(series))
     return _save(fig, path)
 
 
@@ -109,7 +125,7 @@ def learning_curves(series: dict[str, dict[str, list[float]]], ylabel: str, path
     for label, s in series.items():
         mean, std = np.array(s["mean"]), np.array(s["std"])
         for ax, x in ((ax_e, np.array(s["epoch"])), (ax_t, np.array(s["seconds"]) / 60.0)):
-            (line,) = ax.plot(x, mean, marker=".", label=label)
+            (line,) = ax.plot(x, mean, marker=".", label=_wrap(label))
             ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2)
     ax_e.set_xlabel("epoch")
     ax_t.set_xlabel("wall time of fit (minutes, estimated per epoch)")
@@ -118,7 +134,11 @@ def learning_curves(series: dict[str, dict[str, list[float]]], ylabel: str, path
     ax_t.set_title(f"{ylabel} vs wall time")
     for ax in (ax_e, ax_t):
         ax.grid(alpha=0.3)
-    ax_e.legend(fontsize=8, loc="lower right")
+    if len(series) <= 4:
+        ax_e.legend(fontsize=8, loc="lower right")
+    else:
+        fig.legend(*ax_e.get_legend_handles_labels(), fontsize=8, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   ncol=2, frameon=False)
     return _save(fig, path)
 
 

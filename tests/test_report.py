@@ -50,12 +50,14 @@ def fake_run(root: Path, name: str, model: str, seed: int, dev: float, test: flo
     return d
 
 
-def failed_run(root: Path, name: str, overrides: list[str]) -> Path:
+def failed_run(root: Path, name: str, overrides: list[str], model_choice: str | None = None) -> Path:
     """What a killed job leaves: .hydra/ only (and an error in train.log)."""
     d = root / name
     (d / ".hydra").mkdir(parents=True)
     (d / ".hydra" / "config.yaml").write_text("seed: 3\n")
     (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    if model_choice:
+        (d / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"runtime": {"choices": {"model": model_choice}}}}))
     (d / "train.log").write_text("[2026-01-01][__main__][INFO] - model: ...\nRuntimeError: out of memory\n")
     return d
 
@@ -136,14 +138,16 @@ def test_failed_and_never_started_runs_are_listed(tmp_path, compare_sweep):
     assert "RuntimeError: out of memory" in failed
     assert "never started: `model=self_attention seed=1 experiment=compare`" in section
     # and in the table of every run
-    assert re.search(r"\| `[^`]*bilstm_seed3` \| `bilstm` \| \? \| no results \|", md)
+    assert re.search(r"\| `[^`]*bilstm_seed3` \| `bilstm` \| 3 \| no results \|", md)
 
 
 def test_only_failed_runs_of_a_variant_still_get_a_row(tmp_path):
     fake_run(tmp_path / "runs", "a1", "window_fc", 1, 90.0, 90.0)
     failed_run(tmp_path / "runs", "b1", ["model=bilstm", "seed=1"])
+    failed_run(tmp_path / "runs", "c1", ["ablation.variant=dot", "seed=1"], model_choice="self_attention")
     md, _ = run_report(tmp_path, [tmp_path / "runs"], "--no-eval")
     assert row(md, "bilstm")[1:4] == ["0/1", "–", "–"]
+    assert row(md, "self_attention [ablation.variant=dot]")[1:4] == ["0/1", "–", "–"]
 
 
 def test_outputs_are_written_and_html_embeds_every_figure(tmp_path, compare_sweep):
@@ -189,7 +193,7 @@ def test_ablation_variants_are_labelled_by_what_differs(tmp_path):
     assert "self_attention pos_encoding=relative score=dot window=null" in labels
     section = md[md.index("## 5."):md.index("## 6.")]
     base_row = next(ln for ln in section.splitlines() if "| baseline |" in ln)
-    assert base_row.startswith("| relative | add | scaled_dot | null | softmax | 2 | 91.50 ± 0.71 |")
+    assert base_row.startswith("| relative | add | scaled_dot | null | softmax | – | 2 | 91.50 ± 0.71 |")
     learned_row = next(ln for ln in section.splitlines() if ln.startswith("| **learned** |"))
     assert "| 92.50 ± 0.71 | 1.00 |" in learned_row  # Δ dev = 92.5 - 91.5
     assert (out / "ablation.png").exists()
@@ -226,7 +230,7 @@ def test_report_on_a_real_run_reevaluates_its_checkpoint(tmp_path, tiny_pos_run)
     shutil.copytree(tiny_pos_run, run)  # the run dir as given; its best checkpoint path still resolves
     md, out = run_report(tmp_path, [tmp_path / "runs"])
     assert (out / "length_buckets.png").exists() and (out / "attention_1.png").exists()
-    assert "## 3. Sentence length and unseen words" in md and "1–10" in md
+    assert "## 3. Sentence length and unseen words" in md and re.search(r"\| 1–[5-8] \(12 sent", md)
     cells = row(md, "self_attention")
     assert cells[9] not in ("–", "") and float(cells[9].replace(",", "")) > 0  # inference tokens/s measured
     # the re-evaluated test accuracy agrees with metrics.json (no mismatch note)
@@ -277,3 +281,12 @@ def test_length_extrapolation_and_optuna_configs_compose(tmp_path, tiny_data):
     assert cfg.hydra.sweeper._target_.endswith("OptunaSweeper") and cfg.hydra.sweeper.direction == "maximize"
     assert "model.d_model" in cfg.hydra.sweeper.params
     assert Path(CONF_DIR, "hparams_search", "optuna_self_attention.yaml").exists()
+
+
+def test_ner_report_has_per_type_scores_and_f1_by_length(tmp_path, tiny_ner_run):
+    md, out = run_report(tmp_path, [tiny_ner_run])
+    section = md[md.index("## 2. Per-type"):md.index("## 3.")]
+    assert re.search(r"^\| LOC \| \d+ \|", section, re.M) and re.search(r"^\| PER \| \d+ \|", section, re.M)
+    assert (out / "per_type.png").exists() and (out / "length_buckets.png").exists()
+    assert "entity F1" in md and "differs from metrics.json" not in md
+    assert json.loads((out / "best.json").read_text())["main_metric"] == "f1"
