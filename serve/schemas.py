@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 import bentoml
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 
 def _env_int(name: str, default: int) -> int:
@@ -50,14 +50,19 @@ Token = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
 Text = Annotated[str, StringConstraints(min_length=1)]
 
 
-def _check_sentences(sentences: list[list[str]] | None, field: str) -> None:
-    for i, tokens in enumerate(sentences or []):
-        if len(tokens) > LIMITS.tokens:
-            raise ValueError(f"{field}[{i}] has {len(tokens)} tokens; the limit is {LIMITS.tokens} tokens per "
-                             f"sentence (TAGGER_MAX_TOKENS)")
-        for j, token in enumerate(tokens):
-            if not token.strip() or any(c.isspace() for c in token):
-                raise ValueError(f"{field}[{i}][{j}] = {token!r}: a token must be non-empty and contain no whitespace")
+def _check_count(items: list | None, what: str) -> list | None:
+    if items is not None and len(items) > LIMITS.sentences:
+        raise ValueError(f"{len(items)} {what} in one request; the limit is {LIMITS.sentences} per request "
+                         "(TAGGER_MAX_SENTENCES)")
+    return items
+
+
+def _check_tokens(tokens: list[str], name: str, limit: int, env: str) -> None:
+    if len(tokens) > limit:
+        raise ValueError(f"{name} has {len(tokens)} tokens; the limit is {limit} tokens ({env})")
+    for j, token in enumerate(tokens):
+        if any(c.isspace() for c in token):
+            raise ValueError(f"{name}[{j}] = {token!r}: a token must not contain whitespace")
 
 
 class TagRequest(bentoml.IODescriptor):
@@ -66,21 +71,32 @@ class TagRequest(bentoml.IODescriptor):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     sentences: list[Annotated[list[Token], Field(min_length=1)]] | None = Field(
-        default=None, min_length=1, max_length=LIMITS.sentences,
+        default=None, min_length=1,
         description=f"pre-tokenised sentences, one list of tokens each (at most {LIMITS.sentences} sentences "
                     f"of {LIMITS.tokens} tokens)",
         examples=[[["The", "cat", "sat", "."]]])
     texts: list[Text] | None = Field(
-        default=None, min_length=1, max_length=LIMITS.sentences,
+        default=None, min_length=1,
         description=f"raw texts; each is tokenised and tagged as one sequence (at most {LIMITS.sentences} texts "
                     f"of {LIMITS.tokens} tokens)",
         examples=[["John lives in New York."]])
+
+    @field_validator("sentences")
+    @classmethod
+    def _sentences_within_limits(cls, sentences: list[list[str]] | None) -> list[list[str]] | None:
+        for i, tokens in enumerate(_check_count(sentences, "sentences") or []):
+            _check_tokens(tokens, f"sentences[{i}]", LIMITS.tokens, "TAGGER_MAX_TOKENS")
+        return sentences
+
+    @field_validator("texts")
+    @classmethod
+    def _texts_within_limits(cls, texts: list[str] | None) -> list[str] | None:
+        return _check_count(texts, "texts")  # tokens per text are counted after tokenization
 
     @model_validator(mode="after")
     def _one_input(self) -> "TagRequest":
         if (self.sentences is None) == (self.texts is None):
             raise ValueError("give exactly one of 'sentences' (lists of tokens) or 'texts' (strings)")
-        _check_sentences(self.sentences, "sentences")
         return self
 
 
@@ -89,17 +105,23 @@ class AttentionRequest(bentoml.IODescriptor):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    tokens: list[Token] | None = Field(default=None, min_length=1, max_length=LIMITS.attention_tokens,
+    tokens: list[Token] | None = Field(default=None, min_length=1,
                                        description=f"one pre-tokenised sentence (at most {LIMITS.attention_tokens} "
                                                    "tokens)", examples=[["The", "cat", "sat", "."]])
     text: Text | None = Field(default=None, description="one raw text, tokenised by the service",
                               examples=["The cat sat."])
 
+    @field_validator("tokens")
+    @classmethod
+    def _tokens_within_limits(cls, tokens: list[str] | None) -> list[str] | None:
+        if tokens is not None:
+            _check_tokens(tokens, "tokens", LIMITS.attention_tokens, "TAGGER_MAX_ATTENTION_TOKENS")
+        return tokens
+
     @model_validator(mode="after")
     def _one_input(self) -> "AttentionRequest":
         if (self.tokens is None) == (self.text is None):
             raise ValueError("give exactly one of 'tokens' (a list of strings) or 'text' (a string)")
-        _check_sentences([self.tokens] if self.tokens else None, "tokens")
         return self
 
 

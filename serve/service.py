@@ -37,11 +37,12 @@ from tagger.tokenize import tokenize
 MODEL_TAG = os.environ.get("TAGGER_MODEL", "tagger:latest")
 UI_PAGE = Path(__file__).with_name("ui") / "index.html"
 API_PATHS = ("/tag", "/entities", "/attention")
+MODEL = BentoModel(MODEL_TAG)
 
 
-@bentoml.service(name="tagger_model", workers=1, traffic={"timeout": 300})
+@bentoml.service(name="tagger_model", workers=int(os.environ.get("TAGGER_WORKERS", "1")), traffic={"timeout": 300})
 class TaggerModel:
-    bento_model = BentoModel(MODEL_TAG)
+    bento_model = MODEL
 
     def __init__(self) -> None:
         import torch
@@ -54,7 +55,9 @@ class TaggerModel:
         # a missing file, a weights hash mismatch or an unreadable part raises here: the worker
         # does not start, rather than serve a half model
         self.packaged = load_packaged(self.bento_model)
-        self.predictor = Predictor(self.packaged.tagger, self.packaged.vocab)
+        # windows per forward pass: 64 x 512 tokens keeps a self-attention batch's scores around 256 MB
+        batch = int(os.environ.get("TAGGER_BATCH_SIZE", "64"))
+        self.predictor = Predictor(self.packaged.tagger, self.packaged.vocab, batch_size=batch)
 
     @bentoml.api(batchable=True, max_batch_size=256, max_latency_ms=60_000)
     def predict(self, sentences: list[list[str]]) -> list[list[tuple[str, float]]]:
@@ -72,6 +75,20 @@ class TaggerModel:
         """What is loaded: the store tag, the packaging metadata and the model config."""
         return {"tag": self.packaged.tag, "metadata": self.packaged.metadata, "config": self.packaged.config,
                 "window": self.predictor.window}
+
+
+def check_store_entry(reference: BentoModel) -> None:
+    """Refuse to start on a corrupted store entry. Runs at import, i.e. in ``bentoml serve`` and
+    ``bentoml build`` before any worker starts: a worker failing in ``__init__`` would be restarted
+    forever while the entry service waits. A model absent from the local store is left to BentoML."""
+    from tagger.package import check_parts
+
+    stored = reference.stored
+    if stored is not None:
+        check_parts(Path(stored.path), dict(stored.info.metadata), str(stored.tag))
+
+
+check_store_entry(MODEL)
 
 
 def _reject(message: str, loc: list[Any], status: int = 400) -> JSONResponse:
@@ -153,7 +170,8 @@ class Tagger:
         return [[w for w, _, _ in toks] for toks in tokenized], [[(a, b) for _, a, b in toks] for toks in tokenized]
 
     @bentoml.api(input_spec=TagRequest, output_spec=TagResponse)
-    async def tag(self, sentences: list[list[str]] | None = None, texts: list[str] | None = None):
+    async def tag(self, sentences: list[list[str]] | None = None,
+                  texts: list[str] | None = None) -> TagResponse | JSONResponse:
         """Tag pre-tokenised `sentences` or raw `texts`: text, tag and probability per token (and, for
         texts, character offsets). Long inputs are windowed by the model, never truncated."""
         inputs = await self._inputs(sentences, texts)
@@ -171,7 +189,8 @@ class Tagger:
         return TagResponse(model=info["tag"], task=info["metadata"]["task"], results=results)
 
     @bentoml.api(input_spec=TagRequest, output_spec=EntitiesResponse)
-    async def entities(self, sentences: list[list[str]] | None = None, texts: list[str] | None = None):
+    async def entities(self, sentences: list[list[str]] | None = None,
+                       texts: list[str] | None = None) -> EntitiesResponse | JSONResponse:
         """Entity spans {text, label, start, end, score} of an NER model."""
         info = await self.info()
         if info["metadata"].get("task") != "ner":
@@ -190,7 +209,8 @@ class Tagger:
         return EntitiesResponse(model=info["tag"], results=results)
 
     @bentoml.api(input_spec=AttentionRequest, output_spec=AttentionResponse)
-    async def attention(self, tokens: list[str] | None = None, text: str | None = None):
+    async def attention(self, tokens: list[str] | None = None,
+                        text: str | None = None) -> AttentionResponse | JSONResponse:
         """Attention weights of one sentence, per layer and head (self-attention models only)."""
         info = await self.info()
         if not info["metadata"].get("supports_attention"):

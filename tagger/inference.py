@@ -107,6 +107,7 @@ class Predictor:
         self.batch_size, self.max_word_chars = batch_size, max_word_chars
         self.graph = InferenceGraph(self.tagger).eval()
         self.backend: Backend = backend or (lambda b: self.graph(b["words"], b["types"], b["type_chars"], b["mask"]))
+        self.backend_name: str = getattr(backend, "name", type(backend).__name__) if backend else "torch"
         limit = tagger.max_len
         self.window = min(window or limit or 512, limit or 10**9)
         self.overlap = min(overlap, self.window // 4)

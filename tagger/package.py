@@ -90,7 +90,11 @@ def resolve_source(path: str | Path) -> Source:
             if key in best and key not in metrics:
                 metrics[key] = best[key]
         return Source(ckpt, run_dir, metrics)
-    if path.is_file():
+    if path.is_file():  # a checkpoint; inside RUN_DIR/checkpoints/ the run's metrics come along
+        run_dir = path.parent.parent if path.parent.name == "checkpoints" else None
+        metrics_file = run_dir / "metrics.json" if run_dir else None
+        if metrics_file and metrics_file.is_file():
+            return Source(path, run_dir, json.loads(metrics_file.read_text()))
         return Source(path, None, {})
     raise PackageError(f"{path}: not found (expected a run dir, a best.json or a .ckpt file)")
 
@@ -133,7 +137,9 @@ def data_hashes(metrics: dict[str, Any]) -> dict[str, dict[str, str | None]]:
     for split, name in (corpus.get("files") or {}).items():
         p = Path(str(name)).expanduser()
         p = p if p.is_absolute() else base / p
-        out[str(split)] = {"path": str(p), "sha256": sha256(p) if p.is_file() else "missing"}
+        if not p.is_absolute() and not p.exists():  # data_dir is relative to where training ran: the repo
+            p = REPO / p
+        out[str(split)] = {"path": str(p.resolve()), "sha256": sha256(p) if p.is_file() else "missing"}
     return out
 
 
@@ -216,19 +222,24 @@ class Packaged:
     tag: str
 
 
+def check_parts(folder: Path, metadata: dict[str, Any], tag: str) -> None:
+    """Cheap integrity check of a packaged folder (no model built): format, files, weights hash."""
+    if metadata.get("format") != FORMAT:
+        raise PackageError(f"{tag}: package format {metadata.get('format')!r}, this code reads format {FORMAT}")
+    for name in (WEIGHTS, VOCAB, MODEL_CONFIG):
+        if not (folder / name).is_file():
+            raise PackageError(f"{tag}: {name} is missing from {folder}")
+    if sha256(folder / WEIGHTS) != metadata.get("weights_sha256"):
+        raise PackageError(f"{tag}: {WEIGHTS} does not match the sha256 recorded at packaging (corrupted?)")
+
+
 def load_parts(folder: str | Path, metadata: dict[str, Any], tag: str) -> Packaged:
     """Rebuild the tagger from a packaged folder, checking every part against the metadata."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     folder = Path(folder)
-    if metadata.get("format") != FORMAT:
-        raise PackageError(f"{tag}: package format {metadata.get('format')!r}, this code reads format {FORMAT}")
-    for name in (WEIGHTS, VOCAB, MODEL_CONFIG):
-        if not (folder / name).is_file():
-            raise PackageError(f"{tag}: {name} is missing from {folder}")
-    if metadata.get("weights_sha256") and sha256(folder / WEIGHTS) != metadata["weights_sha256"]:
-        raise PackageError(f"{tag}: {WEIGHTS} does not match the sha256 recorded at packaging (corrupted?)")
+    check_parts(folder, metadata, tag)
     try:
         vocab = Vocab.from_dict(json.loads((folder / VOCAB).read_text(encoding="utf-8")))
         config = json.loads((folder / MODEL_CONFIG).read_text())

@@ -1,0 +1,138 @@
+"""Offline prediction with a trained tagger.
+
+``python -m tagger.predict RUN_DIR|best.json|CKPT [--input FILE|-] [--format tokens|conll|jsonl]
+[--tokenize] [--output FILE|-]``
+
+Input (``--format``, default ``tokens``):
+
+* ``tokens`` — one pre-tokenised sentence per line, tokens separated by whitespace; with
+  ``--tokenize`` each line is raw text, split by :func:`tagger.tokenize.tokenize`;
+* ``conll`` — one token per line (first column), a blank line between sentences, ``#`` comments and
+  ``-DOCSTART-`` lines skipped;
+* ``jsonl`` — one JSON object per line, ``{"tokens": [...]}`` or ``{"text": "..."}``.
+
+Output: one JSON line per input sentence, ``{"tokens": [...], "tags": [...], "scores": [...]}``
+(plus ``"text"`` and ``"offsets": [[start, end], ...]`` for raw text). The same weights give the
+same tags here and through the service, which is how the service is tested.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Iterator, TextIO
+
+from tagger.tokenize import tokenize
+
+CHUNK = 1024  # sentences predicted at a time: bounded memory on any input size
+
+
+class InputError(ValueError):
+    """A malformed input line; the message starts with ``source:line:``."""
+
+
+def read_sentences(lines: Iterable[str], fmt: str, raw_text: bool, source: str = "<input>") -> Iterator[dict[str, Any]]:
+    """Yield ``{"tokens": [...]}`` (plus ``"text"``, ``"offsets"`` for raw text) per sentence."""
+    if fmt == "tokens":
+        for line in lines:
+            line = line.rstrip("\r\n")
+            yield _from_text(line) if raw_text else {"tokens": line.split()}
+    elif fmt == "conll":
+        tokens: list[str] = []
+        for line in lines:
+            fields = line.split()
+            if not fields:
+                if tokens:
+                    yield {"tokens": tokens}
+                tokens = []
+            elif not line.startswith("#") and fields[0] != "-DOCSTART-":
+                tokens.append(fields[0])
+        if tokens:
+            yield {"tokens": tokens}
+    elif fmt == "jsonl":
+        for lineno, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(f"{source}:{lineno}: not JSON: {e}") from None
+            if isinstance(obj, dict) and isinstance(obj.get("text"), str):
+                yield _from_text(obj["text"])
+            elif isinstance(obj, dict) and isinstance(obj.get("tokens"), list) and all(isinstance(t, str) for t in obj["tokens"]):
+                yield {"tokens": obj["tokens"]}
+            else:
+                raise InputError(f'{source}:{lineno}: expected {{"tokens": [strings]}} or {{"text": string}}')
+    else:
+        raise ValueError(f"unknown input format {fmt!r} (tokens, conll or jsonl)")
+
+
+def _from_text(text: str) -> dict[str, Any]:
+    toks = tokenize(text)
+    return {"text": text, "tokens": [t for t, _, _ in toks], "offsets": [[a, b] for _, a, b in toks]}
+
+
+def _chunks(items: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    chunk: list[dict[str, Any]] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def predict_records(predictor, records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Add ``tags`` and ``scores`` to each ``{"tokens": [...]}`` record."""
+    for chunk in _chunks(records, CHUNK):
+        for record, preds in zip(chunk, predictor.predict([r["tokens"] for r in chunk])):
+            yield {**record, "tags": [p.tag for p in preds], "scores": [p.score for p in preds]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tagger.predict", description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", help="run dir, best.json or .ckpt file")
+    parser.add_argument("--input", default="-", help="input file, - for stdin (default)")
+    parser.add_argument("--format", default="tokens", choices=["tokens", "conll", "jsonl"], help="input format")
+    parser.add_argument("--tokenize", action="store_true", help="tokens format: lines are raw text to tokenise")
+    parser.add_argument("--output", default="-", help="output JSONL file, - for stdout (default)")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default: %(default)s)")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from tagger.checkpoint import CheckpointError, load_checkpoint
+    from tagger.inference import Predictor
+    from tagger.package import resolve_source
+
+    torch.set_num_threads(args.threads)
+    try:
+        loaded = load_checkpoint(resolve_source(args.model).checkpoint)
+    except CheckpointError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    predictor = Predictor(loaded.tagger, loaded.vocab, batch_size=args.batch_size)
+
+    source = "<stdin>" if args.input == "-" else args.input
+    fin: TextIO = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
+    fout: TextIO = sys.stdout if args.output == "-" else open(Path(args.output), "w", encoding="utf-8")
+    try:
+        records = read_sentences(fin, args.format, args.tokenize, source)
+        for out in predict_records(predictor, records):
+            fout.write(json.dumps(out, ensure_ascii=False) + "\n")
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if fin is not sys.stdin:
+            fin.close()
+        if fout is not sys.stdout:
+            fout.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""In-process pieces of the service: request validation, the body-limit middleware, entity spans,
+and the branches a tiny self-attention fixture cannot reach through HTTP."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from serve.middleware import BodyLimit
+from serve.schemas import LIMITS, AttentionRequest, TagRequest
+
+
+@pytest.fixture(scope="module")
+def service_module(tmp_path_factory):
+    """serve.service imported against an empty model store (its import-time check finds nothing)."""
+    from bentoml._internal.configuration.containers import BentoMLContainer
+    from bentoml._internal.models import ModelStore
+
+    BentoMLContainer.model_store.set(ModelStore(str(tmp_path_factory.mktemp("empty_store"))))
+    import serve.service
+
+    yield serve.service
+    BentoMLContainer.model_store.reset()
+
+
+def errors(model, payload) -> list[dict]:
+    with pytest.raises(ValidationError) as info:
+        model.model_validate_json(json.dumps(payload))
+    return info.value.errors()
+
+
+def test_valid_requests():
+    assert TagRequest.model_validate_json('{"sentences": [["The", "cat"]]}').sentences == [["The", "cat"]]
+    assert TagRequest.model_validate_json('{"texts": ["The cat."]}').texts == ["The cat."]
+    assert AttentionRequest.model_validate_json('{"text": "The cat."}').text == "The cat."
+
+
+@pytest.mark.parametrize("payload, loc, words", [
+    ({"sentences": [["a"]], "nope": 1}, ("nope",), ["extra"]),
+    ({"sentences": [["a", 1]]}, ("sentences", 0, 1), ["string"]),
+    ({"sentences": [["a"]] * (LIMITS.sentences + 1)}, ("sentences",), ["TAGGER_MAX_SENTENCES"]),
+    ({"sentences": [["a"] * (LIMITS.tokens + 1)]}, ("sentences",), ["TAGGER_MAX_TOKENS", "sentences[0]"]),
+    ({"sentences": [["ok", "two words"]]}, ("sentences",), ["sentences[0][1]", "whitespace"]),
+    ({"texts": [True]}, ("texts", 0), ["string"]),
+    ({"texts": ["a"] * (LIMITS.sentences + 1)}, ("texts",), ["TAGGER_MAX_SENTENCES"]),
+    ({}, (), ["exactly one"]),
+])
+def test_tag_request_errors_name_the_field(payload, loc, words):
+    (err,) = errors(TagRequest, payload)
+    assert tuple(err["loc"]) == loc
+    for word in words:
+        assert word.lower() in err["msg"].lower()
+
+
+def test_attention_request_errors():
+    (err,) = errors(AttentionRequest, {"tokens": ["a"] * (LIMITS.attention_tokens + 1)})
+    assert err["loc"] == ("tokens",) and "TAGGER_MAX_ATTENTION_TOKENS" in err["msg"]
+    (err,) = errors(AttentionRequest, {"text": "a", "tokens": ["a"]})
+    assert "exactly one" in err["msg"]
+
+
+def test_limits_come_from_the_environment(monkeypatch):
+    from serve.schemas import Limits
+
+    monkeypatch.setenv("TAGGER_MAX_SENTENCES", "3")
+    assert Limits.from_env().sentences == 3
+    monkeypatch.setenv("TAGGER_MAX_SENTENCES", "many")
+    with pytest.raises(ValueError, match="TAGGER_MAX_SENTENCES must be an integer"):
+        Limits.from_env()
+
+
+@pytest.fixture
+def limited_app():
+    async def echo(request: Request) -> JSONResponse:
+        body = await request.body()
+        return JSONResponse({"bytes": len(body)})
+
+    app = Starlette(routes=[Route("/tag", echo, methods=["POST"]), Route("/other", echo, methods=["POST", "GET"])])
+    return TestClient(BodyLimit(app, max_bytes=100, paths=("/tag",)))
+
+
+def test_middleware_passes_small_json_through(limited_app):
+    r = limited_app.post("/tag", content=b'{"texts": ["ok"]}', headers={"content-type": "application/json"})
+    assert r.status_code == 200 and r.json() == {"bytes": 17}
+    assert limited_app.get("/other").status_code == 200
+
+
+def test_middleware_rejects_big_bodies_with_or_without_length(limited_app):
+    r = limited_app.post("/tag", content=b"x" * 101, headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "100 bytes" in r.json()["error"]
+    r = limited_app.post("/tag", content=iter([b"x" * 60, b"x" * 60]), headers={"content-type": "application/json"})
+    assert r.status_code == 413
+    assert limited_app.post("/other", content=b"x" * 101).status_code == 413  # every POST is bounded
+
+
+def test_middleware_rejects_bad_utf8_and_content_types(limited_app):
+    r = limited_app.post("/tag", content=b'{"t": "\xe9"}', headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "UTF-8" in r.json()["error"] and r.json()["detail"][0]["loc"] == ["body"]
+    r = limited_app.post("/tag", content=b"{}", headers={"content-type": "multipart/form-data; boundary=x"})
+    assert r.status_code == 415 and r.json()["detail"][0]["loc"] == ["content-type"]
+    assert limited_app.post("/other", content=b"\xe9", headers={"content-type": "text/plain"}).status_code == 200
+
+
+def test_entity_spans_with_offsets_and_bioes(service_module):
+    text = "Mary Smith met Anna in New York"
+    words = text.split()
+    offsets, at = [], 0
+    for w in words:
+        at = text.index(w, at)
+        offsets.append((at, at + len(w)))
+        at += len(w)
+    tags = ["B-PER", "E-PER", "O", "S-PER", "O", "B-LOC", "E-LOC"]
+    scores = [0.9, 0.7, 1.0, 0.5, 1.0, 0.8, 0.6]
+    spans = service_module.entity_spans(words, tags, scores, offsets, text)
+    assert [(e.text, e.label, e.token_start, e.token_end) for e in spans] == [
+        ("Mary Smith", "PER", 0, 2), ("Anna", "PER", 3, 4), ("New York", "LOC", 5, 7)]
+    assert spans[0].score == pytest.approx(0.8) and text[spans[2].start:spans[2].end] == "New York"
+    no_offsets = service_module.entity_spans(words, ["B-PER", "I-PER", "O", "O", "O", "B-LOC", "I-LOC"], scores, None, None)
+    assert [(e.text, e.start) for e in no_offsets] == [("Mary Smith", None), ("New York", None)]
+
+
+def _front(service_module, **metadata):
+    svc = service_module.Tagger.inner()
+    svc._info = {"tag": "tagger:test", "metadata": {"task": "pos", "supports_attention": True, **metadata},
+                 "config": {"model": {"_target_": "tagger.models.bilstm.BiLSTMEncoder"}}, "window": 512}
+    return svc
+
+
+def test_attention_refused_for_models_without_attention(service_module):
+    svc = _front(service_module, supports_attention=False)
+    response = asyncio.run(svc.attention(tokens=["the", "cat"]))
+    assert response.status_code == 400
+    body = json.loads(response.body)
+    assert "no attention weights" in body["error"] and "BiLSTMEncoder" in body["error"] and body["detail"][0]["loc"] == ["model"]
+
+
+def test_entities_refused_for_pos_models(service_module):
+    response = asyncio.run(_front(service_module, task="pos").entities(texts=["The cat."]))
+    assert response.status_code == 400 and "NER model" in json.loads(response.body)["error"]
+
+
+def test_attention_limited_by_the_model_window(service_module):
+    svc = _front(service_module)
+    svc._info["window"] = 4
+    response = asyncio.run(svc.attention(text="one two three four five"))
+    assert response.status_code == 400 and "at most 4 tokens" in json.loads(response.body)["error"]
