@@ -32,3 +32,60 @@ test-slow: setup
 
 test-all: setup
 	$(PY) -m pytest -q $(ARGS)
+
+# -- comparison reports: sweep -> report (tagger.report). A failed sweep job does not stop the report
+# (leading '-'): the report lists it. `make report-pos ARGS=--no-eval` re-renders without checkpoints.
+.PHONY: report-pos report-ner ablation
+
+compare: setup
+	-$(PY) -m tagger.train -m experiment=compare_pos
+	$(PY) -m tagger.report multirun/compare_pos --out reports/pos
+	-$(PY) -m tagger.train -m experiment=compare_ner
+	$(PY) -m tagger.report multirun/compare_ner --out reports/ner
+
+report-pos: setup
+	$(PY) -m tagger.report multirun/compare_pos --out reports/pos $(ARGS)
+
+report-ner: setup
+	$(PY) -m tagger.report multirun/compare_ner --out reports/ner $(ARGS)
+
+ablation: setup
+	-$(PY) -m tagger.train -m experiment=ablate_attention
+	$(PY) -m tagger.report multirun/ablate_attention --out reports/ablation $(ARGS)
+	-$(PY) -m tagger.train -m experiment=length_extrapolation
+	$(PY) -m tagger.report multirun/length_extrapolation --out reports/length_extrapolation $(ARGS)
+
+# make serve [SERVE_TASK=pos|ner] [SERVE_NAME=tagger] [PORT=3000]: if SERVE_NAME:latest is not in the
+# BentoML model store yet, package the best available run (reports/**/best.json, else the best dev score
+# under multirun/ and runs/), then serve it on localhost: http://127.0.0.1:$(PORT)/ui
+# make package [RUN=run_dir|best.json] [SERVE_NAME=...]: package a run (default: the best) as a new version
+SERVE_TASK ?= pos
+SERVE_NAME ?= tagger
+PORT ?= 3000
+.PHONY: package
+
+package: setup
+	$(PY) -m tagger.package $(if $(RUN),$(RUN),--best --task $(SERVE_TASK)) --name $(SERVE_NAME)
+
+serve: setup
+	$(PY) -m tagger.package --best --task $(SERVE_TASK) --name $(SERVE_NAME) --if-missing
+	TAGGER_MODEL=$(SERVE_NAME):latest $(VENV)/bin/bentoml serve serve.service:Tagger --host 127.0.0.1 --port $(PORT)
+
+# -- speed and reliability (reports/bench.md). `make bench` needs a quiet machine: it records the load
+# average and any running `tagger.train` in the report. BENCH_ARGS=--quick checks the bench in minutes.
+# make fuzz / make soak serve a trained run (RUN=run_dir, default: a comparison run) on a free port.
+.PHONY: fuzz kill-resume soak
+
+bench: setup data
+	$(PY) -m tagger.bench $(BENCH_ARGS)
+
+fuzz: setup
+	$(PY) -c "import schemathesis" 2>/dev/null || $(PY) -m pip install --quiet -e '.[bench]'
+	RUN=$(RUN) PY=$(PY) scripts/fuzz_service.sh
+
+kill-resume: setup data
+	PY=$(PY) scripts/kill_and_resume.sh
+
+soak: setup data
+	$(PY) scripts/with_service.py --fail-on-5xx $(if $(RUN),--run $(RUN)) -- \
+	  '$(PY) -m tagger.loadgen --url $$TAGGER_URL/tag --clients 32 --duration 60 --pid $$TAGGER_PID --max-errors 0'

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Property-based fuzzing of the tagging service from its own OpenAPI document (schemathesis):
+# every operation gets schema-derived valid and invalid bodies; the check is zero 5xx answers.
+#   scripts/fuzz_service.sh [MAX_EXAMPLES]         (make fuzz; a trained run must exist)
+# Against a service that is already running: TAGGER_URL=http://127.0.0.1:3000 scripts/fuzz_service.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+EXAMPLES=${1:-${FUZZ_EXAMPLES:-200}}
+mkdir -p reports
+FUZZ="$(dirname "$PY")/schemathesis run \$TAGGER_URL/docs.json --checks not_a_server_error --max-examples $EXAMPLES \
+  --seed ${FUZZ_SEED:-1} --workers 2 --no-color --request-timeout 60 --generation-database none \
+  --report junit --report-junit-path reports/fuzz-junit.xml"
+if [ -n "${TAGGER_URL:-}" ]; then
+  exec bash -c "$FUZZ"
+fi
+exec "$PY" scripts/with_service.py --fail-on-5xx ${RUN:+--run "$RUN"} -- "$FUZZ"
