@@ -40,7 +40,11 @@ API_PATHS = ("/tag", "/entities", "/attention")
 MODEL = BentoModel(MODEL_TAG)
 
 
-@bentoml.service(name="tagger_model", workers=int(os.environ.get("TAGGER_WORKERS", "1")), traffic={"timeout": 300})
+# runner_connection: BentoML >= 1.4.30 recycles the caller's HTTP session to this service every 100
+# calls (or 300 s) and closes it with calls still in flight, which surfaced as 500s under 32 clients
+# (BentoML issues #5540, #5544). One session for the worker's lifetime avoids that.
+@bentoml.service(name="tagger_model", workers=int(os.environ.get("TAGGER_WORKERS", "1")), traffic={"timeout": 300},
+                 runner_connection={"max_requests": 2**31 - 1, "max_age": 1e9})
 class TaggerModel:
     bento_model = MODEL
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,15 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
     try:
+        # torch.load does not check the zip records' CRC32s: a flipped bit inside tensor data would load
+        # as different weights. testzip() reads every record and names the first damaged one.
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+        if damaged is not None:
+            raise CheckpointError(f"checkpoint {path} is corrupted: CRC mismatch in {damaged}")
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except CheckpointError:
+        raise
     except Exception as e:  # truncated zip, garbage bytes, pickled code: all refused here
         raise CheckpointError(f"cannot read checkpoint {path}: {type(e).__name__}: {e}") from e
     if not isinstance(ckpt, dict) or CHECKPOINT_KEY not in ckpt or "state_dict" not in ckpt:

@@ -137,8 +137,6 @@ def test_truncated_checkpoint_at_any_length_is_a_clear_error(tiny_pos_run, tmp_p
             read_checkpoint(p)
 
 
-@pytest.mark.xfail(strict=True, reason="read_checkpoint does not verify the zip CRCs yet: torch.load reads "
-                   "flipped bytes inside tensor data without noticing (zipfile.ZipFile(path).testzip() finds them)")
 def test_flipped_bytes_inside_a_checkpoint_are_detected(tiny_pos_run, tmp_path):
     good = (tiny_pos_run / "checkpoints" / "best.ckpt").read_bytes()
     ref = torch.load(tiny_pos_run / "checkpoints" / "best.ckpt", weights_only=True)["state_dict"]
@@ -227,10 +225,6 @@ def test_schemathesis_finds_no_server_error(served, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="bentoml 1.4.40: the entry service's client to TaggerModel (bentoml.depends) closes its "
-                   "aiohttp session every 100 calls with requests still in flight -> ServerDisconnectedError -> 500 "
-                   "(BentoML issues #5540/#5544; fix: call the model in-process or retry the idempotent call)",
-                   strict=False)
 def test_service_under_32_clients_answers_everything_and_memory_is_stable(served, tiny_data):
     """`make soak` (60 s on EWT), shortened: 32 closed-loop clients for 15 s."""
     from tagger.loadgen import load_sentences, run_load
