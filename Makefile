@@ -80,7 +80,6 @@ bench: setup data
 	$(PY) -m tagger.bench $(BENCH_ARGS)
 
 fuzz: setup
-	$(PY) -c "import schemathesis" 2>/dev/null || $(PY) -m pip install --quiet -e '.[bench]'
 	RUN=$(RUN) PY=$(PY) scripts/fuzz_service.sh
 
 kill-resume: setup data
