@@ -81,9 +81,29 @@ class RelativePositionBias(PositionalEncoding):
         return self.bias(dist).permute(2, 0, 1)  # (heads,T,T)
 
 
+class AlibiRelativeBias(RelativePositionBias):
+    """ALiBi's fixed per-head distance penalty −m_h·|i−j| (Press et al. 2022; slopes m_h = 2^(−8h/H))
+    plus the learned, direction-aware bias of :class:`RelativePositionBias` (zero at the start).
+
+    The fixed part is a locality prior from the first step (steep heads look at neighbours, flat heads
+    at the whole sentence) and keeps growing linearly past any training length; the learned part tells
+    left from right, which a symmetric penalty cannot."""
+
+    def __init__(self, d_model: int, heads: int, max_len: int, max_distance: int):
+        super().__init__(d_model, heads, max_len, max_distance)
+        slopes = torch.tensor([2.0 ** (-8.0 * (h + 1) / heads) for h in range(heads)])
+        self.register_buffer("slopes", slopes, persistent=False)  # (heads,), a constant of `heads`
+
+    def relative_bias(self, T: int, device: torch.device) -> torch.Tensor:
+        i = torch.arange(T, device=device)
+        distance = (i[:, None] - i[None, :]).abs().float()  # (T,T)
+        return super().relative_bias(T, device) - self.slopes.to(device)[:, None, None] * distance  # (heads,T,T)
+
+
 POSITIONAL: dict[str, type[PositionalEncoding]] = {
     "sinusoidal": SinusoidalPositions,
     "learned": LearnedPositions,
     "relative": RelativePositionBias,
+    "alibi": AlibiRelativeBias,
     "none": NoPositions,
 }

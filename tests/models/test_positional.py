@@ -37,3 +37,20 @@ def test_relative_bias_is_a_function_of_clipped_distance_and_works_at_any_length
     assert b[0, 10, 9] == b[0, 30, 29]  # same distance, same bias
     assert b[0, 10, 9] != b[0, 9, 10]  # direction matters
     assert b[1, 40, 0] == b[1, 40, 36]  # distances past the clip share the outermost bias
+
+
+def test_alibi_starts_as_a_per_head_linear_distance_penalty_and_learns_direction():
+    from tagger.models.positional import AlibiRelativeBias
+
+    alibi = AlibiRelativeBias(8, heads=4, max_len=0, max_distance=3)
+    b = alibi.relative_bias(40, torch.device("cpu"))  # (heads, T, T)
+    slopes = [2.0 ** (-8.0 * (h + 1) / 4) for h in range(4)]
+    for h, m in enumerate(slopes):
+        assert b[h, 20, 20].item() == 0.0
+        assert b[h, 20, 25].item() == pytest.approx(-5 * m) and b[h, 20, 15].item() == pytest.approx(-5 * m)
+        assert b[h, 39, 0].item() == pytest.approx(-39 * m)  # keeps growing past max_distance: any length
+    assert b[0, 20, 25] < b[3, 20, 25]  # the first head is the most local
+    with torch.no_grad():
+        alibi.bias.weight[alibi.max_distance + 1].fill_(1.0)  # learned bias for i - j = +1 only
+    b = alibi.relative_bias(10, torch.device("cpu"))
+    assert b[0, 5, 4] > b[0, 5, 6]  # the left neighbour now differs from the right one
