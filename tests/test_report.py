@@ -276,7 +276,7 @@ def test_ablation_config_sets_one_factor_per_variant(tmp_path, tiny_data):
 def test_length_extrapolation_and_optuna_configs_compose(tmp_path, tiny_data):
     cfg = compose([f"data_dir={tiny_data}", "experiment=length_extrapolation"], tmp_path)
     assert cfg.data.max_train_len == 20
-    assert set(str(cfg.hydra.sweeper.params["model.pos_encoding"]).split(",")) == {"sinusoidal", "learned", "relative"}
+    assert set(str(cfg.hydra.sweeper.params["model.pos_encoding"]).split(",")) == {"sinusoidal", "learned", "relative", "alibi"}
     cfg = compose([f"data_dir={tiny_data}", "hparams_search=optuna_self_attention"], tmp_path)
     assert cfg.hydra.sweeper._target_.endswith("OptunaSweeper") and cfg.hydra.sweeper.direction == "maximize"
     assert "model.d_model" in cfg.hydra.sweeper.params
