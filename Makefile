@@ -35,19 +35,27 @@ test-all: setup
 
 # -- comparison reports: sweep -> report (tagger.report). A failed sweep job does not stop the report
 # (leading '-'): the report lists it. `make report-pos ARGS=--no-eval` re-renders without checkpoints.
-.PHONY: report-pos report-ner ablation
+.PHONY: compare-pos compare-ner report-pos report-ner ablation
 
-compare: setup
-	-$(PY) -m tagger.train -m experiment=compare_pos
-	$(PY) -m tagger.report multirun/compare_pos --out reports/pos
-	-$(PY) -m tagger.train -m experiment=compare_ner
-	$(PY) -m tagger.report multirun/compare_ner --out reports/ner
+# Each comparison is two sweeps on the two cores at once (1 thread each): the baselines into
+# multirun/compare_TASK, the self-attention seeds into multirun/compare_TASK_sa; one report over both.
+compare: compare-pos compare-ner
+
+compare-pos: setup
+	-$(PY) -m tagger.train -m experiment=compare_pos model=bilstm,window_fc & \
+	  $(PY) -m tagger.train -m experiment=compare_pos model=self_attention hydra.sweep.dir=multirun/compare_pos_sa; wait
+	$(PY) -m tagger.report multirun/compare_pos multirun/compare_pos_sa --out reports/pos
+
+compare-ner: setup
+	-$(PY) -m tagger.train -m experiment=compare_ner model=bilstm,window_fc & \
+	  $(PY) -m tagger.train -m experiment=compare_ner model=self_attention_ner hydra.sweep.dir=multirun/compare_ner_sa; wait
+	$(PY) -m tagger.report multirun/compare_ner multirun/compare_ner_sa --out reports/ner
 
 report-pos: setup
-	$(PY) -m tagger.report multirun/compare_pos --out reports/pos $(ARGS)
+	$(PY) -m tagger.report multirun/compare_pos multirun/compare_pos_sa --out reports/pos $(ARGS)
 
 report-ner: setup
-	$(PY) -m tagger.report multirun/compare_ner --out reports/ner $(ARGS)
+	$(PY) -m tagger.report multirun/compare_ner multirun/compare_ner_sa --out reports/ner $(ARGS)
 
 ablation: setup
 	-$(PY) -m tagger.train -m experiment=ablate_attention
