@@ -1089,7 +1089,9 @@ def section_extrapolation(c: Context) -> None:
                    "tokens only: buckets right of the dashed line are longer than anything seen in training.")
     d.bullets(["sinusoidal: a fixed function of the position, defined at every length.",
                "relative: a learned bias per clipped distance i−j (±model.max_distance), so any length reuses "
-               "trained distances."] + notes)
+               "trained distances.",
+               "alibi: the relative bias plus a fixed per-head penalty −m·|i−j| that keeps growing with the "
+               "distance, so far tokens stay discounted at any length."] + notes)
 
 
 def section_best(c: Context, best: Run | None) -> None:
