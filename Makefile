@@ -41,21 +41,16 @@ test-all: setup
 # multirun/compare_TASK, the self-attention seeds into multirun/compare_TASK_sa; one report over both.
 compare: compare-pos compare-ner
 
-compare-pos: setup
-	-$(PY) -m tagger.train -m experiment=compare_pos model=bilstm,window_fc & \
-	  $(PY) -m tagger.train -m experiment=compare_pos model=self_attention hydra.sweep.dir=multirun/compare_pos_sa; wait
-	$(PY) -m tagger.report multirun/compare_pos multirun/compare_pos_sa --out reports/pos
+SA_MODEL_pos := self_attention
+SA_MODEL_ner := self_attention_ner
 
-compare-ner: setup
-	-$(PY) -m tagger.train -m experiment=compare_ner model=bilstm,window_fc & \
-	  $(PY) -m tagger.train -m experiment=compare_ner model=self_attention_ner hydra.sweep.dir=multirun/compare_ner_sa; wait
-	$(PY) -m tagger.report multirun/compare_ner multirun/compare_ner_sa --out reports/ner
+compare-pos compare-ner: compare-%: setup
+	-$(PY) -m tagger.train -m experiment=compare_$* model=bilstm,window_fc & \
+	  $(PY) -m tagger.train -m experiment=compare_$* model=$(SA_MODEL_$*) hydra.sweep.dir=multirun/compare_$*_sa; wait
+	$(MAKE) report-$*
 
-report-pos: setup
-	$(PY) -m tagger.report multirun/compare_pos multirun/compare_pos_sa --out reports/pos $(ARGS)
-
-report-ner: setup
-	$(PY) -m tagger.report multirun/compare_ner multirun/compare_ner_sa --out reports/ner $(ARGS)
+report-pos report-ner: report-%: setup
+	$(PY) -m tagger.report multirun/compare_$* multirun/compare_$*_sa --out reports/$* $(ARGS)
 
 ablation: setup
 	-$(PY) -m tagger.train -m experiment=ablate_attention
