@@ -6,8 +6,9 @@ Endpoints (JSON): ``POST /tag``, ``POST /entities``, ``POST /attention``, ``GET 
 Two services, the way BentoML batches behind pre-processing:
 
 * :class:`TaggerModel` holds the packaged model — a class-level ``BentoModel``, so ``bentoml build``
-  ships it — loaded once per worker. Its ``predict`` is batchable: sentences of concurrent requests
-  are gathered into one batch (adaptive batching).
+  ships it — loaded once per worker. Its ``predict`` gathers the sentences of concurrent requests
+  into one model pass without waiting on a clock (:class:`serve.batching.GreedyBatcher`; BentoML's
+  adaptive batching kept single requests waiting long after a burst).
 * :class:`Tagger`, the entry point, validates, tokenises, calls ``TaggerModel`` and shapes answers.
 
 ``TAGGER_MODEL`` picks the model (default ``tagger:latest``); limits are in :mod:`serve.schemas`.
@@ -27,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Route
 
+from serve.batching import GreedyBatcher
 from serve.middleware import BodyLimit
 from serve.schemas import (
     LIMITS, AttentionRequest, AttentionResponse, AttentionToken, EntitiesResponse, Entity, EntitySequence,
@@ -38,6 +40,9 @@ MODEL_TAG = os.environ.get("TAGGER_MODEL", "tagger:latest")
 UI_PAGE = Path(__file__).with_name("ui") / "index.html"
 API_PATHS = ("/tag", "/entities", "/attention")
 MODEL = BentoModel(MODEL_TAG)
+# Prometheus (GET /metrics): sentences per model pass, i.e. how much concurrent requests were merged
+BATCH_SENTENCES = bentoml.metrics.Histogram(name="tagger_batch_sentences", documentation="sentences per model pass",
+                                            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
 
 
 # runner_connection: BentoML >= 1.4.30 recycles the caller's HTTP session to this service every 100
@@ -62,17 +67,25 @@ class TaggerModel:
         # windows per forward pass: 64 x 512 tokens keeps a self-attention batch's scores around 256 MB
         batch = int(os.environ.get("TAGGER_BATCH_SIZE", "64"))
         self.predictor = Predictor(self.packaged.tagger, self.packaged.vocab, batch_size=batch)
+        self.batcher = GreedyBatcher(self._tag_sentences, max_items=int(os.environ.get("TAGGER_MAX_BATCH", "256")),
+                                     on_pass=lambda items, calls: BATCH_SENTENCES.observe(items))
 
-    @bentoml.api(batchable=True, max_batch_size=256, max_latency_ms=60_000)
-    def predict(self, sentences: list[list[str]]) -> list[list[tuple[str, float]]]:
-        """Tags of a batch of sentences: [(tag, probability)] per token."""
+    def _tag_sentences(self, sentences: list[list[str]]) -> list[list[tuple[str, float]]]:
         return [[(p.tag, p.score) for p in sent] for sent in self.predictor.predict(sentences)]
 
-    @bentoml.api
-    def attention(self, tokens: list[str]) -> list[list[list[list[float]]]]:
-        """[layer][head][query][key] weights of one sentence, rounded to 4 decimals."""
+    def _attention(self, tokens: list[str]) -> list[list[list[list[float]]]]:
         weights = self.predictor.attention(tokens)
         return [[[[round(w, 4) for w in row] for row in head] for head in layer] for layer in weights]
+
+    @bentoml.api
+    async def predict(self, sentences: list[list[str]]) -> list[list[tuple[str, float]]]:
+        """Tags of sentences: [(tag, probability)] per token; concurrent calls share model passes."""
+        return await self.batcher(sentences)
+
+    @bentoml.api
+    async def attention(self, tokens: list[str]) -> list[list[list[list[float]]]]:
+        """[layer][head][query][key] weights of one sentence, rounded to 4 decimals."""
+        return await self.batcher.run_exclusive(self._attention, tokens)
 
     @bentoml.api
     def describe(self) -> dict[str, Any]:

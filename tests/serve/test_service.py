@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -129,7 +130,7 @@ def test_server_keeps_serving_after_bad_requests(pos_server):
 
 
 def test_concurrent_requests_are_answered_correctly(pos_server):
-    """Adaptive batching may merge these into one model batch; each caller still gets its own answer."""
+    """The batcher may merge these into one model pass; each caller still gets its own answer."""
     requests = [{"sentences": [["the", "cat"] * (i + 1), ["a", "big", "dog", "."]]} for i in range(12)]
     sequential = [pos_server.post("/tag", json=r).json()["results"] for r in requests]
     with ThreadPoolExecutor(12) as pool:
@@ -139,7 +140,9 @@ def test_concurrent_requests_are_answered_correctly(pos_server):
         assert [t["score"] for s in a for t in s["tokens"]] == pytest.approx(
             [t["score"] for s in b for t in s["tokens"]], abs=1e-5)
     metrics = pos_server.get("/metrics").text
-    assert 'adaptive_batch_size_count{method_name="predict"' in metrics
+    sentences = re.search(r"^tagger_batch_sentences_sum(?:\{[^}]*\})? ([0-9.e+]+)$", metrics, re.M)
+    assert sentences, metrics[-2000:]
+    assert float(sentences.group(1)) >= 2 * sum(len(r["sentences"]) for r in requests)
 
 
 def test_entities_of_an_ner_model(ner_server):
