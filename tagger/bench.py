@@ -95,7 +95,8 @@ def ewt_test(data_dir: Path) -> list[list[str]]:
 
 def trained_run(family: str, extra_roots: list[Path]) -> Path | None:
     """A finished run dir of this family: the comparison runs first, then the bench's own training."""
-    candidates = sorted((REPO / "multirun" / "compare_pos").glob(f"{family}_seed*")) + \
+    # make compare-pos writes the baselines to compare_pos and the self-attention runs to compare_pos_sa
+    candidates = sorted((REPO / "multirun").glob(f"compare_pos*/{family}_seed*")) + \
         [r / f"train_{family}" for r in extra_roots]
     for run in candidates:
         if (run / "metrics.json").is_file() and (run / "checkpoints" / "best.ckpt").is_file():
