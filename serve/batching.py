@@ -7,12 +7,12 @@ requests are logged, so a single client that follows 32 measured 43 ms p50 inste
 the model is idle runs at once; calls made while it is busy queue up and all run together as soon as
 it is free. Under load that batches as much as adaptive batching does; at low load it adds nothing.
 
-The model runs in one dedicated thread, so its allocations stay in one malloc arena and calls
-never run the model concurrently.
+The model runs in one dedicated thread, so two calls never run the model at the same time.
 """
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
@@ -26,21 +26,21 @@ class GreedyBatcher(Generic[In, Out]):
     that still runs whole). ``fn`` maps a list of items to one output per item."""
 
     def __init__(self, fn: Callable[[list[In]], Sequence[Out]], max_items: int = 256,
-                 on_pass: Callable[[int, int], None] | None = None):
+                 on_pass: Callable[[int], None] | None = None):
         if max_items < 1:
             raise ValueError(f"max_items must be >= 1, got {max_items}")
-        self.fn, self.max_items, self.on_pass = fn, max_items, on_pass  # on_pass(items, calls) per pass
+        self.fn, self.max_items, self.on_pass = fn, max_items, on_pass  # on_pass(items in the pass)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tagger-model")
-        self._queue: list[tuple[list[In], asyncio.Future]] = []
+        self._queue: deque[tuple[list[In], asyncio.Future]] = deque()
         self._draining = False
-        self.passes = 0  # model passes run (for tests and metrics)
 
     async def __call__(self, items: list[In]) -> list[Out]:
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         self._queue.append((list(items), future))
         if not self._draining:
             self._draining = True
-            asyncio.get_running_loop().create_task(self._drain())
+            loop.create_task(self._drain())
         return await future
 
     async def run_exclusive(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -50,7 +50,7 @@ class GreedyBatcher(Generic[In, Out]):
     def _take(self) -> list[tuple[list[In], asyncio.Future]]:
         taken, size = [], 0
         while self._queue and (not taken or size + len(self._queue[0][0]) <= self.max_items):
-            call = self._queue.pop(0)
+            call = self._queue.popleft()
             if call[1].done():  # the caller went away (request cancelled) before its turn
                 continue
             taken.append(call)
@@ -65,9 +65,8 @@ class GreedyBatcher(Generic[In, Out]):
                 if not calls:
                     continue
                 items = [item for call, _ in calls for item in call]
-                self.passes += 1
                 if self.on_pass is not None:
-                    self.on_pass(len(items), len(calls))
+                    self.on_pass(len(items))
                 try:
                     outputs = await loop.run_in_executor(self.executor, self.fn, items)
                     if len(outputs) != len(items):

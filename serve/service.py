@@ -68,7 +68,7 @@ class TaggerModel:
         batch = int(os.environ.get("TAGGER_BATCH_SIZE", "64"))
         self.predictor = Predictor(self.packaged.tagger, self.packaged.vocab, batch_size=batch)
         self.batcher = GreedyBatcher(self._tag_sentences, max_items=int(os.environ.get("TAGGER_MAX_BATCH", "256")),
-                                     on_pass=lambda items, calls: BATCH_SENTENCES.observe(items))
+                                     on_pass=BATCH_SENTENCES.observe)
 
     def _tag_sentences(self, sentences: list[list[str]]) -> list[list[tuple[str, float]]]:
         return [[(p.tag, p.score) for p in sent] for sent in self.predictor.predict(sentences)]

@@ -29,6 +29,22 @@ class Model:
         return [x.upper() for x in items]
 
 
+def queued_while_busy(model: Model, max_items: int, queued: list[list[str]], first: list[str]):
+    """Start a pass on ``first`` that blocks, make the ``queued`` calls while it runs, release it;
+    -> (first's answer, the queued calls' answers or exceptions, in order)."""
+    async def main():
+        b = GreedyBatcher(model, max_items=max_items)
+        model.gate.clear()
+        head = asyncio.create_task(b(first))
+        await asyncio.to_thread(model.entered.wait, 5)  # the first pass is running, blocked
+        rest = [asyncio.create_task(b(items)) for items in queued]
+        await asyncio.sleep(0.01)
+        model.gate.set()
+        return await head, await asyncio.gather(*rest, return_exceptions=True)
+
+    return asyncio.run(main())
+
+
 def test_lone_calls_each_run_at_once_as_their_own_pass():
     model = Model()
 
@@ -42,18 +58,7 @@ def test_lone_calls_each_run_at_once_as_their_own_pass():
 
 def test_calls_made_while_the_model_runs_share_the_next_pass_in_order():
     model = Model()
-
-    async def main():
-        b = GreedyBatcher(model, max_items=10)
-        model.gate.clear()
-        first = asyncio.create_task(b(["x"]))
-        await asyncio.to_thread(model.entered.wait, 5)  # pass 1 is running, blocked
-        rest = [asyncio.create_task(b([f"{i}a", f"{i}b"])) for i in range(3)]
-        await asyncio.sleep(0.01)
-        model.gate.set()
-        return await first, await asyncio.gather(*rest)
-
-    first, rest = asyncio.run(main())
+    first, rest = queued_while_busy(model, 10, [[f"{i}a", f"{i}b"] for i in range(3)], first=["x"])
     assert first == ["X"]
     assert rest == [["0A", "0B"], ["1A", "1B"], ["2A", "2B"]]
     assert model.passes == [["x"], ["0a", "0b", "1a", "1b", "2a", "2b"]]
@@ -62,40 +67,19 @@ def test_calls_made_while_the_model_runs_share_the_next_pass_in_order():
 
 def test_max_items_splits_queued_calls_but_never_a_single_call():
     model = Model()
-
-    async def main():
-        b = GreedyBatcher(model, max_items=3)
-        model.gate.clear()
-        first = asyncio.create_task(b(["w"]))
-        await asyncio.to_thread(model.entered.wait, 5)
-        calls = [asyncio.create_task(b(items)) for items in (["a", "b"], ["c", "d"], ["e", "f", "g", "h"])]
-        await asyncio.sleep(0.01)
-        model.gate.set()
-        await first
-        return await asyncio.gather(*calls)
-
-    assert asyncio.run(main()) == [["A", "B"], ["C", "D"], ["E", "F", "G", "H"]]
+    first, rest = queued_while_busy(model, 3, [["a", "b"], ["c", "d"], ["e", "f", "g", "h"]], first=["w"])
+    assert first == ["W"]
+    assert rest == [["A", "B"], ["C", "D"], ["E", "F", "G", "H"]]
     assert model.passes == [["w"], ["a", "b"], ["c", "d"], ["e", "f", "g", "h"]]
 
 
 def test_an_error_reaches_every_caller_of_that_pass_and_the_batcher_goes_on():
     model = Model()
-
-    async def main():
-        b = GreedyBatcher(model)
-        model.gate.clear()
-        first = asyncio.create_task(b(["ok"]))
-        await asyncio.to_thread(model.entered.wait, 5)
-        bad = [asyncio.create_task(b(["boom"])), asyncio.create_task(b(["fine"]))]
-        await asyncio.sleep(0.01)
-        model.gate.set()
-        results = await asyncio.gather(first, *bad, return_exceptions=True)
-        return results, await b(["later"])
-
-    (first, boom, fine), later = asyncio.run(main())
+    first, (boom, fine, later_in_queue) = queued_while_busy(model, 2, [["boom"], ["fine"], ["later"]], first=["ok"])
     assert first == ["OK"]
     assert isinstance(boom, ValueError) and isinstance(fine, ValueError)  # same pass, same error
-    assert later == ["LATER"]
+    assert later_in_queue == ["LATER"]  # the next pass runs as usual
+    assert model.passes == [["ok"], ["boom", "fine"], ["later"]]
 
 
 def test_a_cancelled_caller_is_skipped():
