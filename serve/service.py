@@ -29,13 +29,14 @@ from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Route
 
 from serve.batching import GreedyBatcher
-from serve.middleware import BodyLimit
+from serve.middleware import BodyLimit, fix_bentoml_timeout
 from serve.schemas import (
     LIMITS, AttentionRequest, AttentionResponse, AttentionToken, EntitiesResponse, Entity, EntitySequence,
     TaggedSequence, TagRequest, TagResponse, TokenOut,
 )
 from tagger.tokenize import tokenize
 
+fix_bentoml_timeout()  # else every request stays in memory for traffic.timeout seconds
 MODEL_TAG = os.environ.get("TAGGER_MODEL", "tagger:latest")
 UI_PAGE = Path(__file__).with_name("ui") / "index.html"
 API_PATHS = ("/tag", "/entities", "/attention")

@@ -240,8 +240,6 @@ def test_service_under_32_clients_answers_everything(soak):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="BentoML 1.4.40's server layer grows ~3-5 KB of native memory per request, "
-                   "also for a constant-returning service (README, 'Latency and memory of the service')")
 def test_service_memory_is_stable_under_32_clients(soak):
     assert soak["memory"]["stable"], soak["memory"]
 
