@@ -10,8 +10,8 @@
    30 s each): requests/s, tokens/s, p50/p95/p99 latency, errors; p99 of a 20-token sentence at one
    client; and the soak test (32 clients, 60 s, zero errors, server memory stable).
 
-Speeds are only honest on a quiet machine: the load average and any other ``tagger.train`` process are
-recorded with the results, and the report says when the machine was busy. ``--quick`` runs every step
+Speeds are only honest on a quiet machine: how busy the CPU is just before each section (while the
+bench is idle), the load average and any other ``tagger.train`` process are recorded with the results, and the report says when the machine was busy. ``--quick`` runs every step
 in seconds (a smoke test of the bench itself, not figures to quote).
 """
 from __future__ import annotations
@@ -73,8 +73,26 @@ def cpu_info(fma_units: int = 2) -> dict[str, Any]:
     }
 
 
+def cpu_busy_fraction(seconds: float = 2.0) -> float | None:
+    """Share of all cores' time spent busy over the next ``seconds`` (Linux ``/proc/stat``), None elsewhere.
+    Sampled between sections, while the bench itself is idle, so its own load does not count (the 1-minute
+    load average still carries the previous section's)."""
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:]]
+        return sum(ticks), ticks[3] + ticks[4]  # all, idle + iowait
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(seconds)
+        total1, idle1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(1 - (idle1 - idle0) / max(total1 - total0, 1), 3)
+
+
 def machine_state() -> dict[str, Any]:
-    """Load average and other training processes now: a benchmark on a busy machine is not quotable."""
+    """Other training processes and how busy the CPU is now: a benchmark on a busy machine is not quotable."""
     others = []
     try:
         r = subprocess.run(["pgrep", "-af", "tagger.train"], capture_output=True, text=True, timeout=5)
@@ -82,8 +100,10 @@ def machine_state() -> dict[str, Any]:
     except (OSError, subprocess.TimeoutExpired):
         pass
     load = os.getloadavg()
-    return {"loadavg_1m": round(load[0], 2), "other_training_processes": len(others),
-            "quiet": not others and load[0] < 0.5 * (os.cpu_count() or 1) + 0.5}
+    busy = cpu_busy_fraction()
+    calm = busy < 0.25 if busy is not None else load[0] < 0.5 * (os.cpu_count() or 1) + 0.5
+    return {"loadavg_1m": round(load[0], 2), "cpu_busy": busy, "other_training_processes": len(others),
+            "quiet": not others and calm}
 
 
 # -- models and data ---------------------------------------------------------------------------
@@ -381,7 +401,8 @@ def render(results: dict[str, Any]) -> str:
     busy = [s for s in results["machine_state_samples"] if not s["quiet"]]
     if busy:
         lines += ["", f"> **The machine was not quiet** for {len(busy)} of {len(results['machine_state_samples'])} sections "
-                  f"(load average up to {max(s['loadavg_1m'] for s in busy)}, up to "
+                  f"(CPU busy before a section up to {max((s.get('cpu_busy') or 0) for s in busy):.0%}, "
+                  f"load average up to {max(s['loadavg_1m'] for s in busy)}, up to "
                   f"{max(s['other_training_processes'] for s in busy)} other `tagger.train` processes): these figures "
                   "are lower bounds; rerun `make bench` on an idle machine before quoting them."]
     if results.get("quick"):

@@ -14,7 +14,7 @@ from tests.conftest import train_tiny
 ONE_AT_A_TIME = (
     [f"model.score={s}" for s in ("scaled_dot", "dot", "additive")]
     + [f"model.pos_encoding={p}" for p in ("sinusoidal", "learned", "relative", "alibi", "none")]
-    + ["model.pos_combine=concat", "model.pos_encoding=sinusoidal model.pos_combine=concat", "model.window=3", "head=crf"]
+    + ["model.pos_combine=concat", "model.pos_encoding=sinusoidal model.pos_combine=concat", "model.window=3", "model.ffn_kernel=3", "head=crf"]
 )
 
 

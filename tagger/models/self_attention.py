@@ -12,28 +12,45 @@ from tagger.models.attention import MultiHeadSelfAttention
 from tagger.models.positional import POSITIONAL
 
 
+class TokenConv(nn.Conv1d):
+    """A convolution over positions on (B,T,d_in) -> (B,T,d_out), same length (odd kernel)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.transpose(1, 2)).transpose(1, 2)  # (B,d_in,T) -> (B,d_out,T) -> (B,T,d_out)
+
+
 class FeedForward(nn.Module):
-    def __init__(self, d_model: int, ffn_dim: int, dropout: float, activation: str):
+    """The position-wise MLP of a block; with ``kernel`` k > 1 its first layer is a width-k convolution
+    over positions (each token's hidden units also see its ±k//2 neighbours: a local n-gram feature
+    beside the attention)."""
+
+    def __init__(self, d_model: int, ffn_dim: int, dropout: float, activation: str, kernel: int = 1):
         super().__init__()
         acts = {"relu": nn.ReLU, "gelu": nn.GELU}
         if activation not in acts:
             raise ValueError(f"model.activation must be one of {sorted(acts)}, got {activation!r}")
-        self.net = nn.Sequential(nn.Linear(d_model, ffn_dim), acts[activation](), nn.Dropout(dropout),
-                                 nn.Linear(ffn_dim, d_model))
+        if kernel < 1 or kernel % 2 == 0:
+            raise ValueError(f"model.ffn_kernel must be an odd integer >= 1, got {kernel}")
+        first = nn.Linear(d_model, ffn_dim) if kernel == 1 else TokenConv(d_model, ffn_dim, kernel, padding=kernel // 2)
+        self.net = nn.Sequential(first, acts[activation](), nn.Dropout(dropout), nn.Linear(ffn_dim, d_model))
+        self.local = kernel > 1
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)  # (B,T,d) -> (B,T,d), the same MLP at every position
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """x (B,T,d), mask (B,T) -> (B,T,d)."""
+        if self.local:
+            x = x.masked_fill(~mask[..., None], 0.0)  # (B,T,d): padding must not reach the real tokens
+        return self.net(x)
 
 
 class Block(nn.Module):
     def __init__(self, d_model: int, heads: int, ffn_dim: int, dropout: float, attn_dropout: float,
-                 score: str, window: int | None, norm: str, activation: str, fast_path: bool):
+                 score: str, window: int | None, norm: str, activation: str, fast_path: bool, ffn_kernel: int = 1):
         super().__init__()
         if norm not in ("pre", "post"):
             raise ValueError(f"model.norm must be 'pre' or 'post', got {norm!r}")
         self.pre_norm = norm == "pre"
         self.attn = MultiHeadSelfAttention(d_model, heads, score, attn_dropout, window, fast_path)
-        self.ffn = FeedForward(d_model, ffn_dim, dropout, activation)
+        self.ffn = FeedForward(d_model, ffn_dim, dropout, activation, ffn_kernel)
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
 
@@ -42,11 +59,11 @@ class Block(nn.Module):
         if self.pre_norm:
             a, w = self.attn(self.norm1(x), mask, bias, need_weights)
             x = x + self.dropout(a)
-            x = x + self.dropout(self.ffn(self.norm2(x)))
+            x = x + self.dropout(self.ffn(self.norm2(x), mask))
         else:
             a, w = self.attn(x, mask, bias, need_weights)
             x = self.norm1(x + self.dropout(a))
-            x = self.norm2(x + self.dropout(self.ffn(x)))
+            x = self.norm2(x + self.dropout(self.ffn(x, mask)))
         return x, w
 
 
@@ -72,6 +89,7 @@ class SelfAttentionEncoder(nn.Module):
         norm: str = "pre",
         activation: str = "gelu",
         fast_path: bool = True,
+        ffn_kernel: int = 1,
     ):
         super().__init__()
         if pos_encoding not in POSITIONAL:
@@ -85,7 +103,8 @@ class SelfAttentionEncoder(nn.Module):
         # concat: [a_i ; e_i] projected back to d_model, so the model can keep the two apart
         self.combine = nn.Linear(2 * d_model, d_model) if pos_combine == "concat" else None
         self.blocks = nn.ModuleList(
-            Block(d_model, heads, ffn_dim, dropout, attn_dropout, score, window, norm, activation, fast_path)
+            Block(d_model, heads, ffn_dim, dropout, attn_dropout, score, window, norm, activation, fast_path,
+                  ffn_kernel)
             for _ in range(layers)
         )
         self.final_norm = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()

@@ -23,6 +23,7 @@ def encoders():
         yield (f"sa-{score}-{pos}-{combine}-{window}",
                SelfAttentionEncoder(D, d_model=16, heads=2, layers=2, ffn_dim=16, score=score, pos_encoding=pos,
                                     pos_combine=combine, window=window, max_len=32))
+    yield "sa-ffn_kernel3", SelfAttentionEncoder(D, d_model=16, heads=2, layers=2, ffn_dim=16, ffn_kernel=3)
 
 
 @pytest.mark.parametrize("name,enc", list(encoders()), ids=lambda v: v if isinstance(v, str) else "")
@@ -72,6 +73,20 @@ def test_with_positions_permuting_tokens_does_not_just_permute_outputs(pos):
     x, mask = torch.randn(1, 7, D), torch.ones(1, 7, dtype=torch.bool)
     perm = torch.tensor([3, 0, 6, 1, 5, 2, 4])
     assert not torch.allclose(enc(x[:, perm], mask), enc(x, mask)[:, perm], atol=1e-3)
+
+
+def test_a_convolutional_ffn_gives_order_without_positions():
+    torch.manual_seed(0)
+    enc = SelfAttentionEncoder(D, d_model=16, heads=2, layers=2, ffn_dim=16, pos_encoding="none", ffn_kernel=3).eval()
+    x, mask = torch.randn(1, 7, D), torch.ones(1, 7, dtype=torch.bool)
+    perm = torch.tensor([3, 0, 6, 1, 5, 2, 4])
+    assert not torch.allclose(enc(x[:, perm], mask), enc(x, mask)[:, perm], atol=1e-3)
+
+
+@pytest.mark.parametrize("kernel", [0, 2])
+def test_ffn_kernel_must_be_odd_and_positive(kernel):
+    with pytest.raises(ValueError, match="model.ffn_kernel"):
+        SelfAttentionEncoder(D, d_model=16, heads=2, ffn_kernel=kernel)
 
 
 def test_relative_runs_beyond_training_length_and_learned_refuses():
