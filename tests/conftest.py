@@ -105,7 +105,7 @@ def train_tiny(tmp: Path, data_dir: Path, overrides: list[str]) -> Path:
 def tiny_pos_run(tmp_path_factory, tiny_data) -> Path:
     """A run dir of a tiny self-attention POS tagger (metrics.json, checkpoints/best.ckpt, vocab.json)."""
     return train_tiny(tmp_path_factory.mktemp("pos_run"), tiny_data,
-                      ["model=self_attention", "model.d_model=32", "model.heads=2", "model.ffn_dim=32", "trainer.max_epochs=8"])
+                      ["model=self_attention", "model.d_model=32", "model.heads=2", "model.ffn_dim=32", "trainer.max_epochs=12"])
 
 
 @pytest.fixture(scope="session")
@@ -113,4 +113,4 @@ def tiny_ner_run(tmp_path_factory, tiny_data) -> Path:
     """A run dir of a tiny self-attention + CRF NER tagger."""
     return train_tiny(tmp_path_factory.mktemp("ner_run"), tiny_data,
                       ["data=conll2003", "model=self_attention", "head=crf", "model.d_model=32", "model.heads=2",
-                       "model.ffn_dim=32", "trainer.max_epochs=8"])
+                       "model.ffn_dim=32", "trainer.max_epochs=12"])
