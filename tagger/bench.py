@@ -11,8 +11,9 @@
    client; and the soak test (32 clients, 60 s, zero errors, server memory stable).
 
 Speeds are only honest on a quiet machine: how busy the CPU is just before each section (while the
-bench is idle), the load average and any other ``tagger.train`` process are recorded with the results, and the report says when the machine was busy. ``--quick`` runs every step
-in seconds (a smoke test of the bench itself, not figures to quote).
+bench is idle), the load average and any other ``tagger.train`` process are recorded with the results,
+and the report says when the machine was busy. ``--quick`` runs every step in seconds (a smoke test of
+the bench itself, not figures to quote).
 """
 from __future__ import annotations
 
@@ -393,7 +394,7 @@ def _fmt(x: Any, digits: int = 0) -> str:
 
 
 def render(results: dict[str, Any]) -> str:
-    cpu, state = results["cpu"], results["machine_state"]
+    cpu = results["cpu"]
     lines = ["# Benchmarks", "", f"Measured {results['date']} by `{results['command']}` on this machine "
              f"(torch {results['torch']}, onnxruntime {results.get('onnxruntime', '–')}).", "",
              f"- CPU: {cpu['model']}, {cpu['cores']} cores, {cpu['simd']}",
@@ -515,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": shlex.join(["python", "-m", "tagger.bench", *(argv or sys.argv[1:])]),
         "torch": torch.__version__, "onnxruntime": onnxruntime.__version__, "python": platform.python_version(),
-        "cpu": cpu, "quick": quick, "machine_state": machine_state(), "machine_state_samples": [],
+        "cpu": cpu, "quick": quick, "machine_state_samples": [],  # one per section, taken just before it
     }
     out_json = args.out / "bench.json"
     if out_json.is_file():  # a partial rerun (--only) keeps the other sections' last figures
