@@ -28,6 +28,7 @@ class Vocab:
     tag_scheme: str | None = None  # "IOB2"/"BIOES" for entity tasks, None for POS
     lowercase: bool = False
     normalize_digits: bool = True
+    counts: list[int] | None = None  # training frequency of each word (PAD, UNK: 0); None in vocabs saved before it
     _word_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     _char_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
@@ -35,6 +36,8 @@ class Vocab:
         for name, items in (("words", self.words), ("chars", self.chars)):
             if items[:2] != [PAD, UNK]:
                 raise ValueError(f"vocab {name} must start with {PAD!r}, {UNK!r}; got {items[:2]}")
+        if self.counts is not None and len(self.counts) != len(self.words):
+            raise ValueError(f"vocab counts has {len(self.counts)} entries for {len(self.words)} words")
         self._word_index = {w: i for i, w in enumerate(self.words)}
         self._char_index = {c: i for i, c in enumerate(self.chars)}
 
@@ -69,6 +72,7 @@ class Vocab:
             tag_scheme,
             lowercase,
             normalize_digits,
+            [0, 0] + [words[w] for w in kept],
         )
 
     # -- encoding ---------------------------------------------------------------------------

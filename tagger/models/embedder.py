@@ -39,7 +39,10 @@ class Embedder(nn.Module):
     """words (B,T), chars (B,T,L) -> (B,T,output_dim).
 
     ``word_dropout`` replaces each word id by UNK with that probability during training, so the
-    UNK vector is trained and the model leans on characters for rare words.
+    UNK vector is trained and the model leans on characters for rare words. ``rare_word_dropout``
+    (alpha) also replaces a word seen n times in training with probability alpha / (alpha + n)
+    (Kiperwasser & Goldberg 2016): UNK is then trained in the contexts of rare words, which are
+    the contexts unseen words appear in. It needs ``word_counts`` (``Vocab.counts``).
     """
 
     def __init__(
@@ -52,6 +55,8 @@ class Embedder(nn.Module):
         char_kernel: int = 3,
         dropout: float = 0.33,
         word_dropout: float = 0.05,
+        rare_word_dropout: float = 0.0,
+        word_counts: list[int] | None = None,
         pretrained: str | None = None,
         words: list[str] | None = None,
     ):
@@ -68,6 +73,16 @@ class Embedder(nn.Module):
                 emb.weight.data[PAD_ID].zero_()
         self.dropout = nn.Dropout(dropout)
         self.word_dropout = word_dropout
+        self.rare_word_dropout = rare_word_dropout
+        if rare_word_dropout < 0:
+            raise ValueError(f"embedder.rare_word_dropout must be >= 0, got {rare_word_dropout}")
+        if rare_word_dropout > 0:
+            if word_counts is None:
+                raise ValueError("embedder.rare_word_dropout needs the training word counts, which this vocabulary "
+                                 "does not have (it was saved before they were kept): rebuild it by training again")
+            counts = torch.tensor(word_counts, dtype=torch.float)  # (num_words,)
+            # PAD and UNK have count 0 -> probability 1, harmless: PAD is never dropped, UNK stays UNK
+            self.register_buffer("rare_drop_p", rare_word_dropout / (rare_word_dropout + counts), persistent=False)
         self.output_dim = max(word_dim, 0) + (self.char.output_dim if self.char else 0)
         if pretrained:
             if words is None:
@@ -95,8 +110,11 @@ class Embedder(nn.Module):
     def forward(self, words: torch.Tensor, chars: torch.Tensor) -> torch.Tensor:
         feats = []
         if self.word is not None:
-            if self.training and self.word_dropout > 0:
-                drop = (torch.rand_like(words, dtype=torch.float) < self.word_dropout) & (words != PAD_ID)
+            if self.training and (self.word_dropout > 0 or self.rare_word_dropout > 0):
+                p = torch.full_like(words, self.word_dropout, dtype=torch.float)  # (B,T)
+                if self.rare_word_dropout > 0:
+                    p = torch.maximum(p, self.rare_drop_p[words])
+                drop = (torch.rand_like(p) < p) & (words != PAD_ID)
                 words = words.masked_fill(drop, UNK_ID)
             feats.append(self.word(words))  # (B,T,word_dim)
         if self.char is not None:

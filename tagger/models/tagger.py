@@ -57,7 +57,8 @@ def build_tagger(config: dict[str, Any], vocab: Vocab, pretrained: bool = True) 
     if not pretrained or not emb_cfg.get("pretrained"):
         emb_cfg["pretrained"] = None
     embedder = instantiate(emb_cfg, num_words=len(vocab.words), num_chars=len(vocab.chars),
-                           words=vocab.words if emb_cfg["pretrained"] else None)
+                           words=vocab.words if emb_cfg["pretrained"] else None,
+                           word_counts=vocab.counts)
     encoder = instantiate(config["model"], input_dim=embedder.output_dim)
     head = instantiate(config["head"], input_dim=encoder.output_dim, labels=vocab.labels, scheme=vocab.tag_scheme)
     return Tagger(embedder, encoder, head)

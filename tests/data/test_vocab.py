@@ -14,6 +14,7 @@ def test_build_from_train_with_min_freq_and_normalisation(tmp_path):
     assert v.word_id("1234") == v.word_id("1999")
     assert v.word_id("sat") == UNK_ID and v.is_unseen("sat") and not v.is_unseen("Cat")
     assert "T" in v.chars and "t" in v.chars  # characters keep case for the char CNN
+    assert dict(zip(v.words, v.counts)) == {PAD: 0, UNK: 0, "the": 2, "cat": 2, "in": 2, "0000": 2}
     v.save(tmp_path / "v.json")
     loaded = Vocab.load(tmp_path / "v.json")
     assert loaded == v and loaded.word_id("cat") == v.word_id("cat")
@@ -29,3 +30,13 @@ def test_bad_min_freq_and_corrupt_vocab_are_refused():
         Vocab.build([["a"]], ["X"], "pos", min_freq=0)
     with pytest.raises(ValueError, match="must start with"):
         Vocab(["a", "b"], [PAD, UNK], ["X"])
+    with pytest.raises(ValueError, match="counts has 2 entries for 3 words"):
+        Vocab([PAD, UNK, "a"], [PAD, UNK], ["X"], counts=[0, 0])
+
+
+def test_a_vocab_saved_before_counts_still_loads(tmp_path):
+    v = Vocab.build([["a", "b", "a"]], ["X"], "pos")
+    old = v.to_dict()
+    del old["counts"]
+    loaded = Vocab.from_dict(old)
+    assert loaded.counts is None and loaded.word_id("a") == v.word_id("a")
