@@ -137,6 +137,7 @@ class TaggerDataModule(pl.LightningDataModule):
         min_freq: int = 1,
         lowercase: bool = False,
         normalize_digits: bool = True,
+        case_fallback: bool = False,
         max_train_len: int | None = None,
         max_word_chars: int = 40,
         seed: int = 0,
@@ -149,6 +150,7 @@ class TaggerDataModule(pl.LightningDataModule):
         self.corpus, self.task = corpus, task
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.min_freq, self.lowercase, self.normalize_digits = min_freq, lowercase, normalize_digits
+        self.case_fallback = case_fallback
         self.max_train_len, self.max_word_chars = max_train_len, max_word_chars
         self.seed, self.num_workers = seed, num_workers
         self.vocab = vocab
@@ -166,7 +168,7 @@ class TaggerDataModule(pl.LightningDataModule):
         if self.vocab is None:
             self.vocab = Vocab.build(
                 dsd["train"]["tokens"], names, self.task, getattr(self.corpus, "tag_scheme", None),
-                self.min_freq, self.lowercase, self.normalize_digits,
+                self.min_freq, self.lowercase, self.normalize_digits, self.case_fallback,
             )
         elif list(self.vocab.labels) != list(names):
             # the saved label order is the truth; remap this corpus's ClassLabel ids onto it

@@ -29,7 +29,9 @@ class Vocab:
     lowercase: bool = False
     normalize_digits: bool = True
     counts: list[int] | None = None  # training frequency of each word (PAD, UNK: 0); None in vocabs saved before it
+    case_fallback: bool = False  # a word not in the vocabulary takes the id of its most frequent other casing
     _word_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    _lower_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     _char_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -39,6 +41,10 @@ class Vocab:
         if self.counts is not None and len(self.counts) != len(self.words):
             raise ValueError(f"vocab counts has {len(self.counts)} entries for {len(self.words)} words")
         self._word_index = {w: i for i, w in enumerate(self.words)}
+        if self.case_fallback:
+            # words are in frequency order: the first casing met is the most frequent one
+            for i, w in enumerate(self.words[2:], start=2):
+                self._lower_index.setdefault(w.lower(), i)
         self._char_index = {c: i for i, c in enumerate(self.chars)}
 
     # -- building ---------------------------------------------------------------------------
@@ -52,6 +58,7 @@ class Vocab:
         min_freq: int = 1,
         lowercase: bool = False,
         normalize_digits: bool = True,
+        case_fallback: bool = False,
     ) -> "Vocab":
         if min_freq < 1:
             raise ValueError(f"data.min_freq must be >= 1, got {min_freq}")
@@ -72,7 +79,8 @@ class Vocab:
             tag_scheme,
             lowercase,
             normalize_digits,
-            [0, 0] + [words[w] for w in kept],
+            counts=[0, 0] + [words[w] for w in kept],
+            case_fallback=case_fallback,
         )
 
     # -- encoding ---------------------------------------------------------------------------
@@ -84,14 +92,19 @@ class Vocab:
         return word
 
     def word_id(self, word: str) -> int:
-        return self._word_index.get(self.normalize(word), UNK_ID)
+        word = self.normalize(word)
+        i = self._word_index.get(word)
+        if i is None and self.case_fallback:
+            i = self._lower_index.get(word.lower())  # "KENNEDY" -> "Kennedy", "Studying" -> "studying"
+        return UNK_ID if i is None else i
 
     def char_ids(self, word: str) -> list[int]:
         return [self._char_index.get(c, UNK_ID) for c in word]
 
     def is_unseen(self, word: str) -> bool:
         """True for a word outside the training vocabulary (it reaches the model as UNK)."""
-        return self.normalize(word) not in self._word_index
+        word = self.normalize(word)
+        return word not in self._word_index and not (self.case_fallback and word.lower() in self._lower_index)
 
     # -- persistence ------------------------------------------------------------------------
     def to_dict(self) -> dict:

@@ -64,3 +64,10 @@ def test_max_train_len_filters_train_only(tiny_data):
     dm = _dm(tiny_data, max_train_len=6)
     assert max(len(s) for s in dm.tokens("train")) <= 6
     assert max(len(s) for s in dm.tokens("test")) > 6
+
+
+def test_data_options_reach_the_vocabulary_built_from_train(tiny_data):
+    dm = _dm(tiny_data, case_fallback=True)
+    word = next(w for s in dm.tokens("train") for w in s if w.lower() != w.upper())
+    assert dm.vocab.case_fallback and dm.vocab.word_id(word.swapcase()) != dm.vocab.word_id("qqq-never-seen")
+    assert sum(dm.vocab.counts) == sum(len(s) for s in dm.tokens("train"))  # min_freq 1: every token counted

@@ -40,3 +40,15 @@ def test_a_vocab_saved_before_counts_still_loads(tmp_path):
     del old["counts"]
     loaded = Vocab.from_dict(old)
     assert loaded.counts is None and loaded.word_id("a") == v.word_id("a")
+
+
+def test_case_fallback_maps_an_unseen_casing_to_the_most_frequent_seen_one():
+    sents = [["Kennedy", "said", "Studying", "studying", "studying", "US", "us", "us"]]
+    plain = Vocab.build(sents, ["X"], "pos")
+    v = Vocab.build(sents, ["X"], "pos", case_fallback=True)
+    assert plain.word_id("KENNEDY") == UNK_ID and plain.is_unseen("KENNEDY")
+    assert v.word_id("KENNEDY") == v.word_id("kennedy") == v.word_id("Kennedy") != UNK_ID
+    assert not v.is_unseen("KENNEDY") and v.is_unseen("Nixon") and v.word_id("Nixon") == UNK_ID
+    assert v.word_id("STUDYING") == v.word_id("studying") != v.word_id("Studying")  # 2 x "studying" > 1 x "Studying"
+    assert v.word_id("Us") == v.word_id("us") and v.word_id("US") != v.word_id("us")  # exact casing first
+    assert Vocab.from_dict(v.to_dict()).word_id("KENNEDY") == v.word_id("Kennedy")  # saved with the model
