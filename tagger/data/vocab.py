@@ -91,11 +91,16 @@ class Vocab:
             word = _DIGITS.sub("0", word)
         return word
 
-    def word_id(self, word: str) -> int:
+    def _lookup(self, word: str) -> int | None:
+        """The vocabulary id of ``word``, None when it is not in the vocabulary."""
         word = self.normalize(word)
         i = self._word_index.get(word)
         if i is None and self.case_fallback:
             i = self._lower_index.get(word.lower())  # "KENNEDY" -> "Kennedy", "Studying" -> "studying"
+        return i
+
+    def word_id(self, word: str) -> int:
+        i = self._lookup(word)
         return UNK_ID if i is None else i
 
     def char_ids(self, word: str) -> list[int]:
@@ -103,8 +108,7 @@ class Vocab:
 
     def is_unseen(self, word: str) -> bool:
         """True for a word outside the training vocabulary (it reaches the model as UNK)."""
-        word = self.normalize(word)
-        return word not in self._word_index and not (self.case_fallback and word.lower() in self._lower_index)
+        return self._lookup(word) is None
 
     # -- persistence ------------------------------------------------------------------------
     def to_dict(self) -> dict:

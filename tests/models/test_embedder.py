@@ -10,10 +10,13 @@ from tagger.models.embedder import Embedder
 def _unk_rate(emb: Embedder, word_id: int, n: int = 20000) -> float:
     """Fraction of n training-mode lookups of one word that the embedder replaced by UNK."""
     seen = []
-    emb.word.register_forward_hook(lambda mod, inp, out: seen.append(inp[0]))
-    words = torch.full((1, n), word_id)
-    emb.train()(words, torch.ones(1, n, 1, dtype=torch.long))
-    return (seen[-1] == UNK_ID).float().mean().item()
+    hook = emb.word.register_forward_hook(lambda mod, inp, out: seen.append(inp[0]))
+    try:
+        emb.train()(torch.full((1, n), word_id), torch.ones(1, n, 1, dtype=torch.long))
+    finally:
+        hook.remove()
+    (ids,) = seen
+    return (ids == UNK_ID).float().mean().item()
 
 
 def test_rare_word_dropout_follows_alpha_over_alpha_plus_count():
