@@ -86,6 +86,8 @@ class InferenceGraph(nn.Module):
         if self.embedder.char is not None:
             per_type = self.embedder.char(type_chars.unsqueeze(0)).squeeze(0)  # (U,char_filters)
             feats.append(per_type[types])  # (B,T,char_filters)
+        if self.embedder.case is not None:
+            feats.append(self.embedder.case(type_chars.unsqueeze(0)).squeeze(0)[types])  # (B,T,case_dim)
         return self.encoder(torch.cat(feats, dim=-1), mask)  # (B,T,H)
 
 

@@ -48,6 +48,7 @@ VARIANTS = {
     "sa-learned-concat": TINY_SA + ["model.pos_encoding=learned", "model.pos_combine=concat"],
     "sa-sinusoidal-window": TINY_SA + ["model.pos_encoding=sinusoidal", "model.window=2"],
     "sa-additive": TINY_SA + ["model.score=additive"],
+    "sa-casing": TINY_SA + ["embedder.case_dim=4"],
     "bilstm": ["model=bilstm", "model.hidden_dim=8"],
     "window_fc": ["model=window_fc", "model.hidden_dim=16"],
 }
@@ -86,7 +87,7 @@ def _same_predictions(a: Predictor, b: Predictor, sentences) -> None:
 # sequence_lens) and torch.export (window_fc); each positional encoding and score function
 ONNX_CASES = [("sa-relative", "softmax", "pos"), ("bilstm", "crf", "ner"), ("window_fc", "softmax", "pos"),
               ("sa-learned-concat", "softmax", "pos"), ("sa-sinusoidal-window", "crf", "ner"),
-              ("sa-additive", "softmax", "pos")]
+              ("sa-additive", "softmax", "pos"), ("sa-casing", "crf", "ner")]
 
 
 @pytest.mark.parametrize("name,head,task", ONNX_CASES)

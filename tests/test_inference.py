@@ -5,8 +5,9 @@ import json
 import pytest
 import torch
 
+from tagger.data.datamodule import collate, encode_sentence
 from tagger.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
-from tagger.inference import Predictor, windows
+from tagger.inference import Predictor, encode_batch, windows
 
 
 def test_windows_cover_everything_with_overlap():
@@ -73,3 +74,23 @@ def test_crf_ner_model_never_emits_invalid_iob2(tiny_ner_run):
             if t.startswith("I-"):
                 assert prev != "O" and prev[2:] == t[2:], sent
             prev = t
+
+
+def test_casing_feature_trains_and_the_checkpoint_predicts_with_the_saved_vocab(tmp_path, tiny_data):
+    from tests.conftest import train_tiny
+
+    run = train_tiny(tmp_path, tiny_data, ["data=conll2003", "model=self_attention", "head=crf", "model.d_model=16",
+                                           "model.heads=2", "model.ffn_dim=16", "data.lowercase=true",
+                                           "embedder.case_dim=4", "trainer.max_epochs=2"])
+    loaded = load_checkpoint(run / "checkpoints" / "best.ckpt")
+    assert loaded.tagger.embedder.case is not None and loaded.vocab.lowercase
+    sent = ["John", "JOHN", "john", "lives", "in", "Paris", "1999"]
+    assert len({loaded.vocab.word_id(w) for w in sent[:3]}) == 1  # one vocabulary word, three casings
+    predictor = Predictor(loaded.tagger, loaded.vocab)
+    pred = predictor.predict([sent])[0]
+    assert len(pred) == len(sent) and all(t.tag in loaded.vocab.labels for t in pred)
+    # the prediction path (characters once per distinct word) equals the training path on the padded batch
+    batch = collate([encode_sentence(loaded.vocab, sent)])
+    h_train = loaded.tagger.encode(batch)
+    h_infer = predictor.backend(encode_batch(loaded.vocab, [sent]))
+    assert torch.allclose(h_train, h_infer, atol=1e-5)

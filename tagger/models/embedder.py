@@ -35,6 +35,46 @@ class CharCNN(nn.Module):
         return torch.tanh(h).view(B, T, -1)
 
 
+CASING = ("padding", "numeric", "mainly_numeric", "all_lower", "all_upper", "initial_upper", "contains_digit", "other")
+_UPPER, _LOWER, _DIGIT, _OTHER = 1, 2, 3, 4  # character classes (0: padding)
+
+
+class Casing(nn.Module):
+    """Characters -> one casing class per word (Reimers & Gurevych 2017, ``CASING``) -> an embedding.
+
+    The class is read off the character ids with a per-character table built from the character
+    vocabulary, so it needs no extra input: a lowercased word vocabulary keeps "Apple" and "apple"
+    in one vector and this feature tells them apart. Unknown characters count as ``other``.
+    """
+
+    def __init__(self, chars: list[str], dim: int):
+        super().__init__()
+        table = [0, _OTHER] + [_UPPER if c.isupper() else _LOWER if c.islower() else _DIGIT if c.isdigit() else _OTHER
+                               for c in chars[2:]]  # PAD, UNK, then the vocabulary
+        self.register_buffer("char_class", torch.tensor(table), persistent=False)
+        self.embed = nn.Embedding(len(CASING), dim, padding_idx=0)
+        self.output_dim = dim
+
+    def classes(self, chars: torch.Tensor) -> torch.Tensor:
+        """chars (B,T,L) long -> casing class ids (B,T), indices into ``CASING``."""
+        cls = self.char_class[chars]  # (B,T,L)
+        n = (cls > 0).sum(-1)  # (B,T) characters per word
+        digits, lower, upper = ((cls == k).sum(-1) for k in (_DIGIT, _LOWER, _UPPER))  # (B,T) each
+        out = torch.full_like(n, CASING.index("other"))
+        # later assignments win: from the weakest rule to the strongest
+        out = torch.where(digits > 0, CASING.index("contains_digit"), out)
+        out = torch.where(cls[..., 0] == _UPPER, CASING.index("initial_upper"), out)
+        out = torch.where((upper == n) & (n > 0), CASING.index("all_upper"), out)
+        out = torch.where((lower == n) & (n > 0), CASING.index("all_lower"), out)
+        out = torch.where(2 * digits > n, CASING.index("mainly_numeric"), out)
+        out = torch.where((digits == n) & (n > 0), CASING.index("numeric"), out)
+        return torch.where(n == 0, CASING.index("padding"), out)
+
+    def forward(self, chars: torch.Tensor) -> torch.Tensor:
+        """chars (B,T,L) -> (B,T,dim)."""
+        return self.embed(self.classes(chars))
+
+
 class Embedder(nn.Module):
     """words (B,T), chars (B,T,L) -> (B,T,output_dim).
 
@@ -43,6 +83,7 @@ class Embedder(nn.Module):
     (alpha) also replaces a word seen n times in training with probability alpha / (alpha + n)
     (Kiperwasser & Goldberg 2016): UNK is then trained in the contexts of rare words, which are
     the contexts unseen words appear in. It needs ``word_counts`` (``Vocab.counts``).
+    ``case_dim > 0`` adds a casing-class embedding (``Casing``), which needs ``chars`` (``Vocab.chars``).
     """
 
     def __init__(
@@ -59,6 +100,8 @@ class Embedder(nn.Module):
         word_counts: list[int] | None = None,
         pretrained: str | None = None,
         words: list[str] | None = None,
+        case_dim: int = 0,
+        chars: list[str] | None = None,
     ):
         super().__init__()
         self.word = nn.Embedding(num_words, word_dim, padding_idx=PAD_ID) if word_dim > 0 else None
@@ -83,7 +126,13 @@ class Embedder(nn.Module):
             counts = torch.tensor(word_counts, dtype=torch.float)  # (num_words,)
             # PAD and UNK have count 0 -> probability 1, harmless: PAD is never dropped, UNK stays UNK
             self.register_buffer("rare_drop_p", rare_word_dropout / (rare_word_dropout + counts), persistent=False)
-        self.output_dim = max(word_dim, 0) + (self.char.output_dim if self.char else 0)
+        if case_dim < 0:
+            raise ValueError(f"embedder.case_dim must be >= 0, got {case_dim}")
+        if case_dim > 0 and chars is None:
+            raise ValueError("embedder.case_dim needs the character vocabulary (chars)")
+        self.case = Casing(chars, case_dim) if case_dim > 0 else None
+        self.output_dim = (max(word_dim, 0) + (self.char.output_dim if self.char else 0)
+                           + (self.case.output_dim if self.case else 0))
         if pretrained:
             if words is None:
                 raise ValueError("embedder.pretrained needs the vocabulary words")
@@ -119,4 +168,6 @@ class Embedder(nn.Module):
             feats.append(self.word(words))  # (B,T,word_dim)
         if self.char is not None:
             feats.append(self.char(chars))  # (B,T,char_filters)
+        if self.case is not None:
+            feats.append(self.case(chars))  # (B,T,case_dim)
         return self.dropout(torch.cat(feats, dim=-1))  # (B,T,output_dim)

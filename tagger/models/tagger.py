@@ -58,7 +58,7 @@ def build_tagger(config: dict[str, Any], vocab: Vocab, pretrained: bool = True) 
         emb_cfg["pretrained"] = None
     embedder = instantiate(emb_cfg, num_words=len(vocab.words), num_chars=len(vocab.chars),
                            words=vocab.words if emb_cfg["pretrained"] else None,
-                           word_counts=vocab.counts)
+                           word_counts=vocab.counts, chars=vocab.chars)
     encoder = instantiate(config["model"], input_dim=embedder.output_dim)
     head = instantiate(config["head"], input_dim=encoder.output_dim, labels=vocab.labels, scheme=vocab.tag_scheme)
     return Tagger(embedder, encoder, head)

@@ -45,3 +45,46 @@ def test_rare_word_dropout_without_counts_is_a_clear_error():
         Embedder(4, 5, rare_word_dropout=0.25)
     with pytest.raises(ValueError, match="embedder.rare_word_dropout must be >= 0"):
         Embedder(4, 5, rare_word_dropout=-1.0, word_counts=[0, 0, 1, 1])
+
+
+def _char_ids(chars: list[str], words: list[str]) -> torch.Tensor:
+    """(1, len(words), L) character ids, padded with PAD_ID; characters outside ``chars`` -> UNK."""
+    index = {c: i for i, c in enumerate(chars)}
+    L = max(len(w) for w in words)
+    ids = torch.full((1, len(words), L), PAD_ID, dtype=torch.long)
+    for t, w in enumerate(words):
+        ids[0, t, : len(w)] = torch.tensor([index.get(c, UNK_ID) for c in w])
+    return ids
+
+
+def test_casing_classes_of_known_words():
+    from tagger.models.embedder import CASING, Casing
+
+    chars = ["<pad>", "<unk>"] + list("abcABC0123-.")
+    words = ["abc", "ABC", "Abc", "aBc", "2013", "12.3", "a1", "A-1", "-", "é"]
+    expected = ["all_lower", "all_upper", "initial_upper", "other", "numeric", "mainly_numeric", "contains_digit",
+                "initial_upper", "other", "other"]
+    ids = _char_ids(chars, words)  # "é" is not in chars: UNK -> other
+    ids = torch.cat([ids, torch.full((1, 1, ids.shape[2]), PAD_ID)], dim=1)  # a padding word
+    got = Casing(chars, 3).classes(ids)[0].tolist()
+    assert [CASING[i] for i in got] == expected + ["padding"]
+
+
+def test_case_embedding_is_concatenated_and_zero_for_padding_words():
+    chars = ["<pad>", "<unk>"] + list("abAB")
+    emb = Embedder(4, len(chars), word_dim=4, char_filters=0, dropout=0.0, word_dropout=0.0, case_dim=3, chars=chars)
+    assert emb.output_dim == 7
+    ids = _char_ids(chars, ["ab", "AB", "Ab"])
+    ids = torch.cat([ids, torch.full((1, 1, 2), PAD_ID)], dim=1)
+    out = emb.eval()(torch.tensor([[2, 2, 2, PAD_ID]]), ids)  # the same word id, three casings, then padding
+    case = out[0, :, 4:]  # (T, 3)
+    assert not torch.allclose(case[0], case[1]) and not torch.allclose(case[1], case[2])
+    assert torch.equal(out[0, 0, :4], out[0, 1, :4])  # the word part does not see the casing
+    assert torch.count_nonzero(case[3]) == 0
+
+
+def test_case_dim_needs_the_character_vocabulary():
+    with pytest.raises(ValueError, match="embedder.case_dim needs the character vocabulary"):
+        Embedder(4, 5, case_dim=4)
+    with pytest.raises(ValueError, match="embedder.case_dim must be >= 0"):
+        Embedder(4, 5, case_dim=-1, chars=["<pad>", "<unk>", "a", "b", "c"])
