@@ -59,7 +59,7 @@ ablation: setup
 	$(PY) -m tagger.report multirun/length_extrapolation --out reports/length_extrapolation $(ARGS)
 
 # make serve [SERVE_TASK=pos|ner] [SERVE_NAME=tagger] [PORT=3000]: if SERVE_NAME:latest is not in the
-# BentoML model store yet, package the best available run (reports/**/best.json, else the best dev score
+# BentoML model store yet, package the best available run (a reports/**/best.json whose checkpoint is here, else the best dev score
 # under multirun/ and runs/), then serve it on localhost: http://127.0.0.1:$(PORT)/ui
 # make package [RUN=run_dir|best.json] [SERVE_NAME=...]: package a run (default: the best) as a new version
 SERVE_TASK ?= pos

@@ -99,12 +99,23 @@ def resolve_source(path: str | Path) -> Source:
     raise PackageError(f"{path}: not found (expected a run dir, a best.json or a .ckpt file)")
 
 
+def _checkpoint_here(best_json: Path) -> bool:
+    """A committed report's best.json names a run of the machine that made it: usable only where its checkpoint is."""
+    try:
+        found = resolve_source(best_json).checkpoint.is_file()
+    except (PackageError, KeyError, OSError, json.JSONDecodeError):
+        found = False
+    if not found:
+        log.info("%s: its checkpoint is not on this machine; skipped", best_json)
+    return found
+
+
 def find_best(task: str = "pos", roots: list[Path] | None = None) -> Path | None:
-    """The best available run for ``task``: a report's ``best.json`` if there is one, else the run
-    with the highest dev main metric among ``metrics.json`` files under ``multirun/`` and ``runs/``."""
+    """The best available run for ``task``: a report's ``best.json`` whose checkpoint is on this machine if there
+    is one, else the run with the highest dev main metric among ``metrics.json`` files under ``multirun/`` and ``runs/``."""
     roots = roots or [REPO / "reports", REPO / "multirun", REPO / "runs"]
     bests = [p for r in roots if r.is_dir() for p in r.rglob("best.json")]
-    bests = [p for p in bests if json.loads(p.read_text()).get("task", task) == task]
+    bests = [p for p in bests if json.loads(p.read_text()).get("task", task) == task and _checkpoint_here(p)]
     if bests:
         return max(bests, key=lambda p: p.stat().st_mtime)
     candidates = []
@@ -297,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tagger.package", description=__doc__.split("\n\n")[0])
     parser.add_argument("source", nargs="?", help="run dir, best.json or .ckpt file")
     parser.add_argument("--name", default=DEFAULT_NAME, help="model name in the BentoML store (default: %(default)s)")
-    parser.add_argument("--best", action="store_true", help="package the best available run (reports/**/best.json, "
+    parser.add_argument("--best", action="store_true", help="package the best available run (a reports/**/best.json whose checkpoint is here, "
                         "else highest dev score under multirun/ and runs/)")
     parser.add_argument("--task", default="pos", choices=["pos", "ner"], help="task for --best")
     parser.add_argument("--if-missing", action="store_true", help="do nothing if NAME:latest is already in the store")
