@@ -83,11 +83,9 @@ class InferenceGraph(nn.Module):
         feats = []
         if self.embedder.word is not None:
             feats.append(self.embedder.word(words))  # (B,T,word_dim)
-        if self.embedder.char is not None:
-            per_type = self.embedder.char(type_chars.unsqueeze(0)).squeeze(0)  # (U,char_filters)
-            feats.append(per_type[types])  # (B,T,char_filters)
-        if self.embedder.case is not None:
-            feats.append(self.embedder.case(type_chars.unsqueeze(0)).squeeze(0)[types])  # (B,T,case_dim)
+        per_type = self.embedder.spelling(type_chars.unsqueeze(0))  # (1,U,char_filters+case_dim) or None
+        if per_type is not None:
+            feats.append(per_type.squeeze(0)[types])  # (B,T,char_filters+case_dim)
         return self.encoder(torch.cat(feats, dim=-1), mask)  # (B,T,H)
 
 

@@ -5,8 +5,8 @@ import json
 import pytest
 import torch
 
-from tagger.data.datamodule import collate, encode_sentence
 from tagger.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
+from tagger.data.datamodule import collate, encode_sentence
 from tagger.inference import Predictor, encode_batch, windows
 
 

@@ -61,13 +61,13 @@ class Casing(nn.Module):
         n = (cls > 0).sum(-1)  # (B,T) characters per word
         digits, lower, upper = ((cls == k).sum(-1) for k in (_DIGIT, _LOWER, _UPPER))  # (B,T) each
         out = torch.full_like(n, CASING.index("other"))
-        # later assignments win: from the weakest rule to the strongest
+        # later assignments win: from the weakest rule to the strongest (padding, n == 0, last)
         out = torch.where(digits > 0, CASING.index("contains_digit"), out)
         out = torch.where(cls[..., 0] == _UPPER, CASING.index("initial_upper"), out)
-        out = torch.where((upper == n) & (n > 0), CASING.index("all_upper"), out)
-        out = torch.where((lower == n) & (n > 0), CASING.index("all_lower"), out)
+        out = torch.where(upper == n, CASING.index("all_upper"), out)
+        out = torch.where(lower == n, CASING.index("all_lower"), out)
         out = torch.where(2 * digits > n, CASING.index("mainly_numeric"), out)
-        out = torch.where((digits == n) & (n > 0), CASING.index("numeric"), out)
+        out = torch.where(digits == n, CASING.index("numeric"), out)
         return torch.where(n == 0, CASING.index("padding"), out)
 
     def forward(self, chars: torch.Tensor) -> torch.Tensor:
@@ -166,8 +166,13 @@ class Embedder(nn.Module):
                 drop = (torch.rand_like(p) < p) & (words != PAD_ID)
                 words = words.masked_fill(drop, UNK_ID)
             feats.append(self.word(words))  # (B,T,word_dim)
-        if self.char is not None:
-            feats.append(self.char(chars))  # (B,T,char_filters)
-        if self.case is not None:
-            feats.append(self.case(chars))  # (B,T,case_dim)
+        spelling = self.spelling(chars)
+        if spelling is not None:
+            feats.append(spelling)  # (B,T,char_filters+case_dim)
         return self.dropout(torch.cat(feats, dim=-1))  # (B,T,output_dim)
+
+    def spelling(self, chars: torch.Tensor) -> torch.Tensor | None:
+        """What a word's characters give: chars (B,T,L) -> char CNN ++ casing (B,T,char_filters+case_dim), None
+        without either. The serving graph calls it once per distinct word, so both paths compose it the same way."""
+        feats = [m(chars) for m in (self.char, self.case) if m is not None]
+        return torch.cat(feats, dim=-1) if feats else None
