@@ -66,7 +66,10 @@ def _check_tokens(tokens: list[str], name: str, limit: int, env: str) -> None:
 
 
 class TagRequest(bentoml.IODescriptor):
-    """Exactly one of ``sentences`` (pre-tokenised) or ``texts`` (raw, tokenised by the service)."""
+    """Exactly one of ``sentences`` (pre-tokenised) or ``texts`` (raw, tokenised by the service).
+
+    The items of one request are read as one document, in order: a model trained with document
+    context (``doc_window`` on ``/model``) tags each with its neighbours as context."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 

@@ -15,6 +15,7 @@ Two services, the way BentoML batches behind pre-processing:
 """
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import Any
@@ -68,11 +69,13 @@ class TaggerModel:
         # windows per forward pass: 64 x 512 tokens keeps a self-attention batch's scores around 256 MB
         batch = int(os.environ.get("TAGGER_BATCH_SIZE", "64"))
         self.predictor = Predictor(self.packaged.tagger, self.packaged.vocab, batch_size=batch)
+        self._calls = itertools.count()  # a document id per call: calls merged into one pass stay apart
         self.batcher = GreedyBatcher(self._tag_sentences, max_items=int(os.environ.get("TAGGER_MAX_BATCH", "256")),
                                      on_pass=BATCH_SENTENCES.observe)
 
-    def _tag_sentences(self, sentences: list[list[str]]) -> list[list[tuple[str, float]]]:
-        return [[(p.tag, p.score) for p in sent] for sent in self.predictor.predict(sentences)]
+    def _tag_sentences(self, items: list[tuple[int, list[str]]]) -> list[list[tuple[str, float]]]:
+        sentences, docs = [s for _, s in items], [d for d, _ in items]
+        return [[(p.tag, p.score) for p in sent] for sent in self.predictor.predict(sentences, docs)]
 
     def _attention(self, tokens: list[str]) -> list[list[list[list[float]]]]:
         weights = self.predictor.attention(tokens)
@@ -80,8 +83,10 @@ class TaggerModel:
 
     @bentoml.api
     async def predict(self, sentences: list[list[str]]) -> list[list[tuple[str, float]]]:
-        """Tags of sentences: [(tag, probability)] per token; concurrent calls share model passes."""
-        return await self.batcher(sentences)
+        """Tags of sentences: [(tag, probability)] per token; concurrent calls share model passes.
+        The sentences of one call are one document (context for a model trained with ``data.doc_window``)."""
+        doc = next(self._calls)
+        return await self.batcher([(doc, s) for s in sentences])
 
     @bentoml.api
     async def attention(self, tokens: list[str]) -> list[list[list[list[float]]]]:
@@ -92,7 +97,7 @@ class TaggerModel:
     def describe(self) -> dict[str, Any]:
         """What is loaded: the store tag, the packaging metadata and the model config."""
         return {"tag": self.packaged.tag, "metadata": self.packaged.metadata, "config": self.packaged.config,
-                "window": self.predictor.window}
+                "window": self.predictor.window, "doc_window": self.predictor.doc_window}
 
 
 def check_store_entry(reference: BentoModel) -> None:
@@ -173,6 +178,7 @@ class Tagger:
             "labels": meta.get("labels"), "metrics": {"main": meta.get("main_metric"), "dev": meta.get("dev"),
                                                      "test": meta.get("test")},
             "supports_attention": meta.get("supports_attention"), "window": info["window"],
+            "doc_window": info.get("doc_window"),
             "limits": vars(LIMITS), "config": info["config"],
             "provenance": {k: meta.get(k) for k in ("data", "model", "head", "params", "data_files", "git",
                                                     "checkpoint", "run_dir", "command", "weights_sha256")},

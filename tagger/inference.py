@@ -1,19 +1,20 @@
 """In-process prediction for a trained tagger: used by evaluation, reports, packaging and the service.
 
 Long inputs are never truncated: a sentence longer than ``window`` tokens is cut into overlapping
-windows, each token taking its tag from the window where it sits farthest from an edge.
+windows, each token taking its tag from the window where it sits farthest from an edge. A model
+trained with document context tags whole documents the same way, in windows of its ``doc_window``.
 """
 from __future__ import annotations
 
 import array
 import itertools
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Hashable, Sequence
 
 import torch
 import torch.nn as nn
 
-from tagger.data.datamodule import clip_word, collate, encode_sentence
+from tagger.data.datamodule import clip_word, collate, document_runs, encode_sentence
 from tagger.data.vocab import PAD_ID, Vocab
 from tagger.models.tagger import Tagger
 
@@ -111,19 +112,28 @@ class Predictor:
         limit = tagger.max_len
         self.window = min(window or limit or 512, limit or 10**9)
         self.overlap = min(overlap, self.window // 4)
+        self.doc_window = min(tagger.doc_window, self.window) if tagger.doc_window else None
 
     @torch.inference_mode()
-    def predict(self, sentences: list[list[str]]) -> list[list[TokenPrediction]]:
-        pieces = []  # (sentence index, start, end)
-        for s, tokens in enumerate(sentences):
-            if not tokens:
-                continue
-            pieces += [(s, a, b) for a, b in windows(len(tokens), self.window, self.overlap)]
+    def predict(self, sentences: list[list[str]], docs: Sequence[Hashable] | None = None) -> list[list[TokenPrediction]]:
+        """Tags of each sentence. ``docs``: the document of each sentence; for a model trained with
+        document context (``Tagger.doc_window``) adjacent sentences of one document are tagged as one
+        token stream, in windows of ``doc_window`` tokens overlapping by half, so each sentence sees its
+        neighbours as it did in training. Without ``docs``, or for other models, each sentence alone."""
+        if self.doc_window and docs is not None:
+            runs, size, overlap = document_runs(docs, len(sentences)), self.doc_window, self.doc_window // 2
+        else:
+            runs, size, overlap = [[s] for s in range(len(sentences))], self.window, self.overlap
+        streams = [[t for s in run for t in sentences[s]] for run in runs]
+        pieces = []  # (stream index, start, end)
+        for u, tokens in enumerate(streams):
+            if tokens:
+                pieces += [(u, a, b) for a, b in windows(len(tokens), size, overlap)]
         order = sorted(range(len(pieces)), key=lambda p: pieces[p][2] - pieces[p][1])
         piece_out: dict[int, tuple[list[int], list[float]]] = {}
         for i in range(0, len(order), self.batch_size):
             chunk = order[i : i + self.batch_size]
-            batch = encode_batch(self.vocab, [sentences[s][a:b] for s, a, b in (pieces[p] for p in chunk)],
+            batch = encode_batch(self.vocab, [streams[u][a:b] for u, a, b in (pieces[p] for p in chunk)],
                                  self.max_word_chars)
             pred, prob = self.tagger.head.decode(self.backend(batch), batch["mask"])  # (B,T), (B,T)
             pred, prob = pred.tolist(), prob.tolist()
@@ -131,18 +141,24 @@ class Predictor:
                 n = pieces[p][2] - pieces[p][1]
                 piece_out[p] = (pred[row][:n], prob[row][:n])
         # merge windows: token t keeps the prediction of the window where it is most central
-        best: list[list[tuple[int, int, float]]] = [[(-1, 0, 0.0)] * len(t) for t in sentences]
-        for p, (s, a, b) in enumerate(pieces):
+        best: list[list[tuple[int, int, float]]] = [[(-1, 0, 0.0)] * len(t) for t in streams]
+        for p, (u, a, b) in enumerate(pieces):
             tags, probs = piece_out[p]
             for j in range(b - a):
                 margin = min(j, b - a - 1 - j)
-                if margin > best[s][a + j][0]:
-                    best[s][a + j] = (margin, tags[j], probs[j])
+                if margin > best[u][a + j][0]:
+                    best[u][a + j] = (margin, tags[j], probs[j])
         labels = self.vocab.labels
-        return [[TokenPrediction(labels[t], float(pr)) for _, t, pr in sent] for sent in best]
+        out: list[list[TokenPrediction]] = [[] for _ in sentences]
+        for run, merged in zip(runs, best):
+            start = 0
+            for s in run:  # cut the stream back into its sentences
+                out[s] = [TokenPrediction(labels[t], float(pr)) for _, t, pr in merged[start : start + len(sentences[s])]]
+                start += len(sentences[s])
+        return out
 
-    def tags(self, sentences: list[list[str]]) -> list[list[str]]:
-        return [[tp.tag for tp in sent] for sent in self.predict(sentences)]
+    def tags(self, sentences: list[list[str]], docs: Sequence[Hashable] | None = None) -> list[list[str]]:
+        return [[tp.tag for tp in sent] for sent in self.predict(sentences, docs)]
 
     @torch.inference_mode()
     def attention(self, tokens: list[str]) -> list[list[list[list[float]]]]:

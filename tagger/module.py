@@ -75,11 +75,11 @@ class TaggerModule(pl.LightningModule):
                 pred[i, : len(sent)] = torch.tensor([index[t.tag] for t in sent])
         else:
             pred, _ = self.tagger.predict(batch)
-        lengths = batch["mask"].sum(1).tolist()
-        for i, n in enumerate(lengths):
-            self._outputs[stage].append((
-                int(batch["index"][i]), batch["tags"][i, :n].tolist(), pred[i, :n].tolist(), batch["unseen"][i, :n].tolist(),
-            ))
+        gold, pred, unseen = batch["tags"].tolist(), pred.tolist(), batch["unseen"].tolist()
+        for i, sentences in enumerate(batch["sentences"]):  # a row holds one sentence, or several of a document
+            for index, start, n in sentences:
+                end = start + n
+                self._outputs[stage].append((index, gold[i][start:end], pred[i][start:end], unseen[i][start:end]))
 
     def validation_step(self, batch, batch_idx) -> None:
         self._eval_step(batch, "val")

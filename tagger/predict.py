@@ -7,9 +7,13 @@ Input (``--format``, default ``tokens``):
 
 * ``tokens`` — one pre-tokenised sentence per line, tokens separated by whitespace; with
   ``--tokenize`` each line is raw text, split by :func:`tagger.tokenize.tokenize`;
-* ``conll`` — one token per line (first column), a blank line between sentences, ``#`` comments and
-  ``-DOCSTART-`` lines skipped;
-* ``jsonl`` — one JSON object per line, ``{"tokens": [...]}`` or ``{"text": "..."}``.
+* ``conll`` — one token per line (first column), a blank line between sentences, ``#`` comments
+  skipped; a ``-DOCSTART-`` line starts a new document;
+* ``jsonl`` — one JSON object per line, ``{"tokens": [...]}`` or ``{"text": "..."}``, optionally with
+  ``"doc": "..."`` (adjacent lines with one ``doc`` are one document).
+
+A model trained with document context (``data.doc_window``) tags each document's sentences together;
+sentences without a document (``tokens`` format, jsonl lines without ``doc``) are tagged alone.
 
 Output: one JSON line per input sentence, ``{"tokens": [...], "tags": [...], "scores": [...]}``
 (plus ``"text"`` and ``"offsets": [[start, end], ...]`` for raw text). The same weights give the
@@ -40,16 +44,21 @@ def read_sentences(lines: Iterable[str], fmt: str, raw_text: bool, source: str =
             yield _from_text(line) if raw_text else {"tokens": line.split()}
     elif fmt == "conll":
         tokens: list[str] = []
-        for line in lines:
+        doc = f"{source}:0"
+        for lineno, line in enumerate(lines, 1):
             fields = line.split()
-            if not fields:
+            if fields and fields[0] == "-DOCSTART-":
                 if tokens:
-                    yield {"tokens": tokens}
+                    yield {"tokens": tokens, "doc": doc}
+                tokens, doc = [], f"{source}:{lineno}"
+            elif not fields:
+                if tokens:
+                    yield {"tokens": tokens, "doc": doc}
                 tokens = []
-            elif not line.startswith("#") and fields[0] != "-DOCSTART-":
+            elif not line.startswith("#"):
                 tokens.append(fields[0])
         if tokens:
-            yield {"tokens": tokens}
+            yield {"tokens": tokens, "doc": doc}
     elif fmt == "jsonl":
         for lineno, line in enumerate(lines, 1):
             if not line.strip():
@@ -58,10 +67,13 @@ def read_sentences(lines: Iterable[str], fmt: str, raw_text: bool, source: str =
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
                 raise InputError(f"{source}:{lineno}: not JSON: {e}") from None
+            if isinstance(obj, dict) and "doc" in obj and not isinstance(obj["doc"], str):
+                raise InputError(f'{source}:{lineno}: "doc" must be a string, got {type(obj["doc"]).__name__}')
+            doc = {"doc": obj["doc"]} if isinstance(obj, dict) and "doc" in obj else {}
             if isinstance(obj, dict) and isinstance(obj.get("text"), str):
-                yield _from_text(obj["text"])
+                yield _from_text(obj["text"]) | doc
             elif isinstance(obj, dict) and isinstance(obj.get("tokens"), list) and all(isinstance(t, str) for t in obj["tokens"]):
-                yield {"tokens": obj["tokens"]}
+                yield {"tokens": obj["tokens"]} | doc
             else:
                 raise InputError(f'{source}:{lineno}: expected {{"tokens": [strings]}} or {{"text": string}}')
     else:
@@ -74,20 +86,23 @@ def _from_text(text: str) -> dict[str, Any]:
 
 
 def _chunks(items: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    """Lists of about ``size`` records, cut between documents where one ends within 8 x ``size``."""
     chunk: list[dict[str, Any]] = []
     for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
+        if len(chunk) >= 8 * size or (len(chunk) >= size and item.get("doc") != chunk[-1].get("doc")):
             yield chunk
             chunk = []
+        chunk.append(item)
     if chunk:
         yield chunk
 
 
 def predict_records(predictor, records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """Add ``tags`` and ``scores`` to each ``{"tokens": [...]}`` record."""
+    """Add ``tags`` and ``scores`` to each ``{"tokens": [...]}`` record (``doc``: its document, if any)."""
     for chunk in _chunks(records, CHUNK):
-        for record, preds in zip(chunk, predictor.predict([r["tokens"] for r in chunk])):
+        # a record without "doc" is a document of its own
+        docs = [r.get("doc", (None, i)) for i, r in enumerate(chunk)]
+        for record, preds in zip(chunk, predictor.predict([r["tokens"] for r in chunk], docs)):
             yield {**record, "tags": [p.tag for p in preds], "scores": [p.score for p in preds]}
 
 

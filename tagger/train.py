@@ -39,7 +39,11 @@ MODEL_GROUPS = ("embedder", "model", "head")
 
 
 def model_config(cfg: DictConfig) -> dict[str, Any]:
-    return {k: OmegaConf.to_container(cfg[k], resolve=True) for k in MODEL_GROUPS}
+    """What a checkpoint needs to rebuild the model and use it as trained."""
+    config = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in MODEL_GROUPS}
+    if cfg.data.get("doc_window"):
+        config["doc_window"] = int(cfg.data.doc_window)
+    return config
 
 
 def resolved(cfg: DictConfig) -> dict[str, Any]:

@@ -42,6 +42,8 @@ def write_conllu(path: Path, n: int, seed: int) -> Path:
     lines = []
     for i in range(n):
         sent = _pos_sentence(rng)
+        if i % 5 == 0:  # documents of 5 sentences
+            lines.append(f"# newdoc id = d{seed}-{i // 5}")
         lines += [f"# sent_id = s{seed}-{i}", "# text = " + " ".join(w for w, _ in sent)]
         lines += [f"{j}\t{w}\t{w.lower()}\t{t}\t{t[:2]}\t_\t0\tdep\t_\t_" for j, (w, t) in enumerate(sent, 1)]
         lines.append("")
@@ -51,8 +53,10 @@ def write_conllu(path: Path, n: int, seed: int) -> Path:
 
 def write_conll(path: Path, n: int, seed: int) -> Path:
     rng = random.Random(seed)
-    lines = ["-DOCSTART- -X- O O", ""]
-    for _ in range(n):
+    lines = []
+    for i in range(n):
+        if i % 5 == 0:  # documents of 5 sentences
+            lines += ["-DOCSTART- -X- O O", ""]
         lines += [f"{w} NN I-NP {t}" for w, t in _ner_sentence(rng)] + [""]
     path.write_text("\n".join(lines), encoding="utf-8")
     return path

@@ -94,3 +94,31 @@ def test_casing_feature_trains_and_the_checkpoint_predicts_with_the_saved_vocab(
     h_train = loaded.tagger.encode(batch)
     h_infer = predictor.backend(encode_batch(loaded.vocab, [sent]))
     assert torch.allclose(h_train, h_infer, atol=1e-5)
+
+
+def test_document_context_model_tags_each_document_as_one_stream(tmp_path, tiny_data):
+    from tests.conftest import train_tiny
+
+    run = train_tiny(tmp_path, tiny_data, ["data=conll2003", "model=self_attention", "head=crf", "model.d_model=16",
+                                           "model.heads=2", "model.ffn_dim=16", "data.doc_window=24",
+                                           "model.window=[2,null]", "trainer.max_epochs=2"])
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["config"]["data"]["doc_window"] == 24 and "f1" in metrics["test"]
+    loaded = load_checkpoint(run / "checkpoints" / "best.ckpt")
+    assert loaded.tagger.doc_window == 24  # saved with the model, not re-read from a config
+    assert [b.attn.window for b in loaded.tagger.encoder.blocks] == [2, None]
+    doc = [["Anna", "likes", "Rome", "."], ["Mary", "Smith", "sees", "Paris", "."], ["John", "."]]
+    p = Predictor(loaded.tagger, loaded.vocab)
+
+    def scores(sents):
+        return [[round(t.score, 5) for t in s] for s in sents]
+
+    stream = p.predict([[t for s in doc for t in s]])[0]  # 11 tokens: one window
+    together = p.predict(doc, docs=["d", "d", "d"])
+    assert scores(together) == scores([stream[:4], stream[4:9], stream[9:]])
+    alone = [p.predict([s])[0] for s in doc]
+    assert scores(p.predict(doc)) == scores(alone)  # no documents given: each sentence alone
+    # only adjacent sentences of one document share context
+    assert scores(p.predict(doc, docs=["d", "d", "e"])[2:]) == scores(alone[2:])
+    long = p.predict(doc * 6, docs=["d"] * 18)  # 66 tokens: windows of 24 overlapping by 12
+    assert [len(s) for s in long] == [len(s) for s in doc * 6]

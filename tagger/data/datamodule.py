@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any, Iterator
+from typing import Any, Hashable, Iterator, Sequence
 
 import pytorch_lightning as pl
 import torch
@@ -62,6 +62,40 @@ class BucketBatchSampler(Sampler[list[int]]):
         return n
 
 
+def document_runs(docs: Sequence[Hashable] | None, n: int) -> list[list[int]]:
+    """Sentence indices 0..n-1 grouped into runs of adjacent sentences of one document, in order.
+
+    ``docs`` holds the document of each sentence (None: every sentence is a document of its own).
+    Only adjacent sentences join: a document id that comes back later starts a new run.
+    """
+    if docs is None:
+        return [[i] for i in range(n)]
+    if len(docs) != n:
+        raise ValueError(f"got {len(docs)} document ids for {n} sentences")
+    runs: list[list[int]] = []
+    for i, doc in enumerate(docs):
+        if runs and docs[runs[-1][-1]] == doc:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
+
+
+def pack(lengths: list[int], size: int) -> list[list[int]]:
+    """Positions 0..len(lengths)-1 of consecutive sentences grouped greedily into rows of at most
+    ``size`` tokens. A sentence longer than ``size`` is a row of its own (never cut)."""
+    rows: list[list[int]] = []
+    used = 0
+    for i, n in enumerate(lengths):
+        if rows and used + n <= size:
+            rows[-1].append(i)
+            used += n
+        else:
+            rows.append([i])
+            used = n
+    return rows
+
+
 def encode_sentence(vocab: Vocab, tokens: list[str], tags: list[int] | None = None) -> dict[str, Any]:
     return {
         "words": [vocab.word_id(t) for t in tokens],
@@ -84,7 +118,9 @@ def collate(items: list[dict[str, Any]], max_word_chars: int = 40) -> dict[str, 
     """Pad a list of encoded sentences.
 
     Returns words (B,T), chars (B,T,L), tags (B,T) with IGNORE_INDEX on padding, mask (B,T) bool,
-    unseen (B,T) bool, index (B,) position of each sentence in its split, tokens (the strings).
+    unseen (B,T) bool, tokens (the strings), and sentences: per row, the (index in the split, start,
+    length) of each sentence it holds (one (index, 0, n) for a sentence row; several for a row packed
+    from a document).
     Words longer than ``max_word_chars`` keep their first and last ``max_word_chars // 2``
     characters (prefix and suffix carry the signal; a 300-character URL would otherwise set L).
     """
@@ -106,9 +142,20 @@ def collate(items: list[dict[str, Any]], max_word_chars: int = 40) -> dict[str, 
         for t, c in enumerate(it["chars"]):
             c = clip(c)
             chars[b, t, : len(c)] = torch.tensor(c, dtype=torch.long)
-    index = torch.tensor([it.get("index", -1) for it in items])
-    return {"words": words, "chars": chars, "tags": tags, "mask": mask, "unseen": unseen, "index": index,
+    sentences = [it.get("sentences", [(-1, 0, len(it["words"]))]) for it in items]
+    return {"words": words, "chars": chars, "tags": tags, "mask": mask, "unseen": unseen, "sentences": sentences,
             "tokens": [it["tokens"] for it in items]}
+
+
+def join(items: list[dict[str, Any]], indices: list[int]) -> dict[str, Any]:
+    """One row of consecutive encoded sentences (``items[i]`` for i in ``indices``), with their spans."""
+    row: dict[str, Any] = {"words": [], "chars": [], "tags": [], "unseen": [], "tokens": [], "sentences": []}
+    for i in indices:
+        it = items[i]
+        row["sentences"] += [(i, len(row["words"]), len(it["words"]))]
+        for key in ("words", "chars", "tags", "unseen", "tokens"):
+            row[key] += it[key]
+    return row
 
 
 class _Encoded(torch.utils.data.Dataset):
@@ -126,6 +173,11 @@ class TaggerDataModule(pl.LightningDataModule):
     """Loads a corpus (``corpus.load() -> DatasetDict``), builds the vocab from train, serves batches.
 
     Pass ``vocab`` to evaluate a trained model: it is used as is and never rebuilt.
+
+    ``doc_window``: document context. Consecutive sentences of one document (the corpus's ``doc``
+    column) are packed into rows of up to that many tokens, so the encoder sees the neighbouring
+    sentences; loss and metrics still count every sentence once. The model saves the value and
+    predicts documents in windows of that size (:class:`tagger.inference.Predictor`).
     """
 
     def __init__(
@@ -140,6 +192,7 @@ class TaggerDataModule(pl.LightningDataModule):
         case_fallback: bool = False,
         max_train_len: int | None = None,
         max_word_chars: int = 40,
+        doc_window: int | None = None,
         seed: int = 0,
         num_workers: int = 0,
         vocab: Vocab | None = None,
@@ -152,6 +205,9 @@ class TaggerDataModule(pl.LightningDataModule):
         self.min_freq, self.lowercase, self.normalize_digits = min_freq, lowercase, normalize_digits
         self.case_fallback = case_fallback
         self.max_train_len, self.max_word_chars = max_train_len, max_word_chars
+        if doc_window is not None and doc_window < 1:
+            raise ValueError(f"data.doc_window must be a positive number of tokens or null, got {doc_window}")
+        self.doc_window = doc_window
         self.seed, self.num_workers = seed, num_workers
         self.vocab = vocab
         self.datasets = None  # datasets.DatasetDict
@@ -178,12 +234,15 @@ class TaggerDataModule(pl.LightningDataModule):
         for split, ds in dsd.items():
             split_names = ds.features["tags"].feature.names
             to_model = [self.vocab.labels.index(n) if n in self.vocab.labels else IGNORE_INDEX for n in split_names]
-            items = []
-            for i, (tokens, tags) in enumerate(zip(ds["tokens"], ds["tags"])):
-                item = encode_sentence(self.vocab, tokens, [to_model[t] for t in tags])
-                item["index"] = i
-                items.append(item)
-            self.encoded[split] = _Encoded(items)
+            items = [encode_sentence(self.vocab, tokens, [to_model[t] for t in tags])
+                     for tokens, tags in zip(ds["tokens"], ds["tags"])]
+            if self.doc_window:
+                runs = document_runs(ds["doc"] if "doc" in ds.column_names else None, len(items))
+                rows = [[run[j] for j in row] for run in runs for row in pack([len(items[i]["words"]) for i in run],
+                                                                              self.doc_window)]
+            else:
+                rows = [[i] for i in range(len(items))]
+            self.encoded[split] = _Encoded([join(items, row) for row in rows])
 
     def tokens(self, split: str) -> list[list[str]]:
         return self.datasets[split]["tokens"]

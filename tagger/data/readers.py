@@ -7,7 +7,8 @@ Two on-disk formats are supported:
   :func:`read_conll_columns`, with entity tags converted between IOB1, IOB2
   and BIOES by :func:`convert_scheme`.
 
-Readers return plain ``{"id", "tokens", "tags"}`` dicts; :func:`build_dataset_dict`
+Readers return plain ``{"id", "doc", "tokens", "tags"}`` dicts (``doc``: the document the sentence
+belongs to, for document context); :func:`build_dataset_dict`
 turns splits of them into a :class:`datasets.DatasetDict` whose label
 vocabulary comes from the training split only.  :class:`ConlluCorpus` and
 :class:`ColumnCorpus` are the config objects Hydra instantiates.
@@ -49,7 +50,7 @@ _NO_SCHEME = (None, "none", "NONE", "None")
 
 DATA_DIR_ENV = "TAGGER_DATA_DIR"
 
-Sentence = dict  # {"id": str, "tokens": list[str], "tags": list[str]}
+Sentence = dict  # {"id": str, "doc": str, "tokens": list[str], "tags": list[str]}
 
 
 class CorpusFormatError(ValueError):
@@ -169,7 +170,9 @@ def read_conllu(path: str | os.PathLike, tag_column: str = "upos") -> list[Sente
 
     Multi-word token ranges (``3-4``) and empty nodes (``8.1``) are skipped:
     they are not the words the treebank tags.  The sentence id is taken from
-    ``# sent_id = ...`` when present, else ``"<file name>:<line of first word>"``.
+    ``# sent_id = ...`` when present, else ``"<file name>:<line of first word>"``.  The document is
+    the last ``# newdoc id = ...`` (``"<file name>:<line>"`` for a bare ``# newdoc``; the file name
+    before any).
     """
     if tag_column not in _CONLLU_TAG_COLUMNS:
         raise ValueError(f"tag_column must be one of {sorted(_CONLLU_TAG_COLUMNS)}, got {tag_column!r}")
@@ -181,13 +184,14 @@ def read_conllu(path: str | os.PathLike, tag_column: str = "upos") -> list[Sente
     tags: list[str] = []
     sent_id: str | None = None
     first_lineno: int | None = None
+    doc = path.name
 
     def flush() -> None:
         nonlocal tokens, tags, sent_id, first_lineno
         # A block of only comments (or only multi-word lines) has no words to tag.
         if tokens:
             sentences.append(
-                {"id": sent_id or f"{path.name}:{first_lineno}", "tokens": tokens, "tags": tags}
+                {"id": sent_id or f"{path.name}:{first_lineno}", "doc": doc, "tokens": tokens, "tags": tags}
             )
         tokens, tags, sent_id, first_lineno = [], [], None, None
 
@@ -199,6 +203,9 @@ def read_conllu(path: str | os.PathLike, tag_column: str = "upos") -> list[Sente
             key, sep, value = line[1:].partition("=")
             if sep and key.strip() == "sent_id":
                 sent_id = value.strip()
+            elif key.strip() == "newdoc" or key.strip().startswith("newdoc "):
+                # "# newdoc id = X" (or a bare "# newdoc"): the sentences from here on are document X
+                doc = value.strip() if sep else f"{path.name}:{lineno}"
             continue
         columns = line.split("\t")
         if len(columns) != 10:
@@ -250,7 +257,8 @@ def read_conll_columns(
     """Read a column file (one token per line, blank line between sentences), e.g. CoNLL-2003.
 
     `separator` None splits on any run of whitespace; otherwise on exactly that
-    string.  Lines whose word is `docstart` are document markers, not tokens.
+    string.  Lines whose word is `docstart` are document markers, not tokens: the sentences after one
+    belong to document ``"<file name>:<line of the marker>"`` (the file name before any marker).
     Entity tags are converted per sentence from `scheme` to `target_scheme`;
     pass ``scheme=None`` (or ``"none"``) for non-entity tags such as POS.
     """
@@ -262,13 +270,14 @@ def read_conll_columns(
     tokens: list[str] = []
     tags: list[str] = []
     first_lineno: int | None = None
+    doc = path.name
 
     def flush() -> None:
         nonlocal tokens, tags, first_lineno
         if tokens:
             if source:
                 tags = convert_scheme(tags, source, target)  # type: ignore[arg-type]
-            sentences.append({"id": f"{path.name}:{first_lineno}", "tokens": tokens, "tags": tags})
+            sentences.append({"id": f"{path.name}:{first_lineno}", "doc": doc, "tokens": tokens, "tags": tags})
         tokens, tags, first_lineno = [], [], None
 
     for lineno, line in _lines(path):
@@ -281,6 +290,7 @@ def read_conll_columns(
             # A document marker never belongs to a sentence, even if the file
             # omits the blank line around it.
             flush()
+            doc = f"{path.name}:{lineno}"
             continue
         tag = _column(fields, tag_column, "tag", path, lineno)
         if not word:
@@ -327,6 +337,7 @@ def build_dataset_dict(splits: Mapping[str, list[Sentence]], label_source: str =
     features = datasets.Features(
         {
             "id": datasets.Value("string"),
+            "doc": datasets.Value("string"),
             "tokens": datasets.Sequence(datasets.Value("string")),
             "tags": datasets.Sequence(datasets.ClassLabel(names=names)),
         }
@@ -352,6 +363,8 @@ def build_dataset_dict(splits: Mapping[str, list[Sentence]], label_source: str =
         result[split] = datasets.Dataset.from_dict(
             {
                 "id": [sent["id"] for sent in sentences],
+                # a sentence given without a document is a document of its own
+                "doc": [sent.get("doc", sent["id"]) for sent in sentences],
                 "tokens": [sent["tokens"] for sent in sentences],
                 "tags": encoded,
             },

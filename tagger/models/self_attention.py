@@ -1,9 +1,11 @@
 """Self-attention encoder: N blocks of [multi-head attention + position-wise feed-forward].
 
 Every design choice is a constructor argument (and so a ``model.*`` config value): score function,
-positional encoding and how it is combined, local window, pre/post norm.
+positional encoding and how it is combined, local window (one for all blocks or one per block), pre/post norm.
 """
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 import torch.nn as nn
@@ -83,7 +85,7 @@ class SelfAttentionEncoder(nn.Module):
         score: str = "scaled_dot",
         pos_encoding: str = "sinusoidal",
         pos_combine: str = "add",
-        window: int | None = None,
+        window: int | None | Sequence[int | None] = None,
         max_len: int = 512,
         max_distance: int = 16,
         norm: str = "pre",
@@ -98,14 +100,18 @@ class SelfAttentionEncoder(nn.Module):
             raise ValueError(f"model.pos_combine must be 'add' or 'concat', got {pos_combine!r}")
         if layers < 1:
             raise ValueError(f"model.layers must be >= 1, got {layers}")
+        # one window for every block, or one per block (e.g. [3, null]: local below, whole input on top)
+        windows = list(window) if isinstance(window, Sequence) else [window] * layers
+        if len(windows) != layers:
+            raise ValueError(f"model.window must be one value or a list of model.layers={layers} values, got {window}")
         self.input_proj = nn.Linear(input_dim, d_model)
         self.positions = POSITIONAL[pos_encoding](d_model, heads, max_len, max_distance)
         # concat: [a_i ; e_i] projected back to d_model, so the model can keep the two apart
         self.combine = nn.Linear(2 * d_model, d_model) if pos_combine == "concat" else None
         self.blocks = nn.ModuleList(
-            Block(d_model, heads, ffn_dim, dropout, attn_dropout, score, window, norm, activation, fast_path,
+            Block(d_model, heads, ffn_dim, dropout, attn_dropout, score, w, norm, activation, fast_path,
                   ffn_kernel)
-            for _ in range(layers)
+            for w in windows
         )
         self.final_norm = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
         self.dropout = nn.Dropout(dropout)

@@ -15,9 +15,13 @@ class AttentionNotSupported(TypeError):
 
 
 class Tagger(nn.Module):
-    def __init__(self, embedder: nn.Module, encoder: nn.Module, head: nn.Module):
+    """``doc_window``: trained on rows of consecutive sentences of a document up to that many tokens
+    (``data.doc_window``); prediction then tags documents in windows of that size. None: sentences alone."""
+
+    def __init__(self, embedder: nn.Module, encoder: nn.Module, head: nn.Module, doc_window: int | None = None):
         super().__init__()
         self.embedder, self.encoder, self.head = embedder, encoder, head
+        self.doc_window = doc_window
 
     @property
     def supports_attention(self) -> bool:
@@ -49,7 +53,8 @@ class Tagger(nn.Module):
 
 
 def build_tagger(config: dict[str, Any], vocab: Vocab, pretrained: bool = True) -> Tagger:
-    """config: {"embedder": {...}, "model": {...}, "head": {...}}, each with a ``_target_``.
+    """config: {"embedder": {...}, "model": {...}, "head": {...}}, each with a ``_target_``, and
+    optionally "doc_window" (the ``data.doc_window`` the model was trained with).
 
     ``pretrained=False`` skips reading pretrained word vectors (the checkpoint holds the weights).
     """
@@ -61,4 +66,4 @@ def build_tagger(config: dict[str, Any], vocab: Vocab, pretrained: bool = True) 
                            word_counts=vocab.counts, chars=vocab.chars)
     encoder = instantiate(config["model"], input_dim=embedder.output_dim)
     head = instantiate(config["head"], input_dim=encoder.output_dim, labels=vocab.labels, scheme=vocab.tag_scheme)
-    return Tagger(embedder, encoder, head)
+    return Tagger(embedder, encoder, head, doc_window=config.get("doc_window"))

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+import pytest
 import torch
 
-from tagger.data.datamodule import BucketBatchSampler, TaggerDataModule, collate, encode_sentence
-from tagger.data.readers import ConlluCorpus
+from tagger.data.datamodule import BucketBatchSampler, TaggerDataModule, collate, document_runs, encode_sentence, pack
+from tagger.data.readers import ColumnCorpus, ConlluCorpus
 from tagger.data.vocab import IGNORE_INDEX, PAD_ID, Vocab
 
 
@@ -36,8 +37,43 @@ def test_batches_are_padded_masked_and_cover_every_sentence_once(tiny_data):
         assert (batch["words"][~batch["mask"]] == PAD_ID).all()
         assert (batch["tags"][batch["mask"]] >= 0).all()
         assert lengths.max() == T
-        seen += batch["index"].tolist()
+        assert all(spans == [(spans[0][0], 0, n)] for spans, n in zip(batch["sentences"], lengths.tolist()))
+        seen += [spans[0][0] for spans in batch["sentences"]]
     assert sorted(seen) == list(range(len(dm.tokens("train"))))
+
+
+def test_doc_window_packs_consecutive_sentences_of_one_document(tiny_data):
+    corpus = ColumnCorpus(str(tiny_data), {"train": "conll2003/eng.train", "validation": "conll2003/eng.testa"})
+    dm = TaggerDataModule(corpus, "ner", batch_size=4, doc_window=20)
+    dm.setup("fit")
+    train = dm.datasets["train"]
+    seen = []
+    for batch in dm.train_dataloader():
+        lengths = batch["mask"].sum(1).tolist()
+        for b, spans in enumerate(batch["sentences"]):
+            assert lengths[b] <= 20 or len(spans) == 1  # only a sentence longer than the window fills a row alone
+            assert len({train[i]["doc"] for i, _, _ in spans}) == 1  # never across documents
+            assert [i for i, _, _ in spans] == list(range(spans[0][0], spans[0][0] + len(spans)))  # in order
+            assert sum(n for _, _, n in spans) == lengths[b]
+            for i, start, n in spans:
+                assert batch["tokens"][b][start : start + n] == train[i]["tokens"]
+                assert batch["tags"][b, start : start + n].tolist() == train[i]["tags"]
+            seen += [i for i, _, _ in spans]
+    assert sorted(seen) == list(range(len(train)))  # every sentence once
+    assert len(dm.encoded["train"]) < len(train)  # rows do hold several sentences
+
+
+def test_document_runs_and_pack():
+    assert document_runs(None, 3) == [[0], [1], [2]]
+    assert document_runs(["a", "a", "b", "a"], 4) == [[0, 1], [2], [3]]  # only adjacent sentences join
+    with pytest.raises(ValueError, match="2 document ids for 3 sentences"):
+        document_runs(["a", "b"], 3)
+    assert pack([3, 4, 5, 30, 2, 2], 10) == [[0, 1], [2], [3], [4, 5]]
+
+
+def test_bad_doc_window_names_the_key(tiny_data):
+    with pytest.raises(ValueError, match="data.doc_window"):
+        _dm(tiny_data, doc_window=0)
 
 
 def test_bucketing_groups_similar_lengths_and_is_reproducible():

@@ -113,8 +113,9 @@ CONLLU = "\n".join(
         "\t".join(["4.1", "went", "go", "VERB", "VBD", "_", "_", "_", "0:root", "_"]),  # 9
         conllu_line("5", ".", "PUNCT", "."),  # 10
         "",  # 11
-        conllu_line("1", "Hello world", "INTJ", "UH"),  # 12: no sent_id, FORM with a space
-        conllu_line("2", "!", "PUNCT", "."),  # 13 -- no trailing blank line
+        "# newdoc",  # 12: a document without an id
+        conllu_line("1", "Hello world", "INTJ", "UH"),  # 13: no sent_id, FORM with a space
+        conllu_line("2", "!", "PUNCT", "."),  # 14 -- no trailing blank line
     ]
 )
 
@@ -122,9 +123,15 @@ CONLLU = "\n".join(
 def test_read_conllu_upos(tmp_path: Path) -> None:
     sents = read_conllu(write(tmp_path / "a.conllu", CONLLU))
     assert sents == [
-        {"id": "s1", "tokens": ["I", "ca", "n't", "go", "."], "tags": ["PRON", "AUX", "PART", "VERB", "PUNCT"]},
-        {"id": "a.conllu:12", "tokens": ["Hello world", "!"], "tags": ["INTJ", "PUNCT"]},
+        {"id": "s1", "doc": "doc1", "tokens": ["I", "ca", "n't", "go", "."],
+         "tags": ["PRON", "AUX", "PART", "VERB", "PUNCT"]},
+        {"id": "a.conllu:13", "doc": "a.conllu:12", "tokens": ["Hello world", "!"], "tags": ["INTJ", "PUNCT"]},
     ]
+
+
+def test_read_conllu_without_newdoc_is_one_document(tmp_path: Path) -> None:
+    text = "\n".join([conllu_line("1", "A"), "", conllu_line("1", "B"), ""])
+    assert [s["doc"] for s in read_conllu(write(tmp_path / "b.conllu", text))] == ["b.conllu", "b.conllu"]
 
 
 def test_read_conllu_xpos_and_trailing_blank_lines(tmp_path: Path) -> None:
@@ -180,10 +187,11 @@ Rome NNP I-NP B-LOC
 def test_read_columns_conll2003(tmp_path: Path) -> None:
     sents = read_conll_columns(write(tmp_path / "eng.train", CONLL03))
     assert sents == [
-        {"id": "eng.train:3", "tokens": ["EU", "rejects", "German", "call"], "tags": ["B-ORG", "O", "B-MISC", "O"]},
-        # -DOCSTART- ends a sentence even without a blank line
-        {"id": "eng.train:8", "tokens": ["Peter", "Blackburn"], "tags": ["B-PER", "I-PER"]},
-        {"id": "eng.train:11", "tokens": ["Paris", "Rome"], "tags": ["B-LOC", "B-LOC"]},
+        {"id": "eng.train:3", "doc": "eng.train:1", "tokens": ["EU", "rejects", "German", "call"],
+         "tags": ["B-ORG", "O", "B-MISC", "O"]},
+        # -DOCSTART- ends a sentence even without a blank line, and starts the next document
+        {"id": "eng.train:8", "doc": "eng.train:1", "tokens": ["Peter", "Blackburn"], "tags": ["B-PER", "I-PER"]},
+        {"id": "eng.train:11", "doc": "eng.train:10", "tokens": ["Paris", "Rome"], "tags": ["B-LOC", "B-LOC"]},
     ]
 
 
@@ -249,6 +257,7 @@ def test_build_dataset_dict_labels_from_train_only() -> None:
     assert label.names == ["O", "B-LOC", "B-PER", "I-PER"]
     row = dd["train"][0]
     assert row["id"] == "t1" and row["tokens"] == ["w0", "w1", "w2"]
+    assert dd["train"]["doc"] == ["t1", "t2"]  # sentences given without a document stand alone
     assert all(isinstance(t, int) for t in row["tags"])
     assert label.int2str(row["tags"]) == ["B-PER", "O", "I-PER"]
     assert label.int2str(dd["validation"][0]["tags"]) == ["O", "B-LOC"]
@@ -281,6 +290,7 @@ def test_column_corpus_load(tmp_path: Path) -> None:
     dd = corpus.load()
     assert set(dd) == {"train", "validation", "test"}
     assert [dd[s].num_rows for s in SPLITS] == [3, 3, 3]
+    assert dd["train"]["doc"] == ["train.txt:1", "train.txt:1", "train.txt:10"]
     names = dd["train"].features["tags"].feature.names
     assert names[0] == "O" and "E-PER" in names and "S-LOC" in names
     assert ColumnCorpus(str(tmp_path), SPLITS, tag_column=1, scheme=None).tag_scheme is None

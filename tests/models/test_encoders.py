@@ -102,3 +102,15 @@ def test_attention_weights_per_layer_and_head():
     x, mask = torch.randn(2, 5, D), torch.ones(2, 5, dtype=torch.bool)
     h, weights = enc(x, mask, need_weights=True)
     assert len(weights) == 2 and weights[0].shape == (2, 2, 5, 5)
+
+
+def test_window_per_layer_local_below_whole_input_on_top():
+    enc = SelfAttentionEncoder(D, d_model=16, heads=2, layers=2, ffn_dim=16, window=[1, None], dropout=0.0,
+                               attn_dropout=0.0).eval()
+    x, mask = torch.randn(1, 6, D), torch.ones(1, 6, dtype=torch.bool)
+    _, (low, top) = enc(x, mask, need_weights=True)  # each (1,heads,6,6)
+    far = (torch.arange(6)[:, None] - torch.arange(6)[None, :]).abs() > 1  # (6,6)
+    assert low[0][:, far].abs().max() == 0  # layer 1 sees only ±1
+    assert top[0][:, far].min() > 0  # layer 2 sees every token
+    with pytest.raises(ValueError, match=r"model.window.*model.layers=2"):
+        SelfAttentionEncoder(D, d_model=16, heads=2, layers=2, window=[3, None, 3])

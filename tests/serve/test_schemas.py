@@ -151,3 +151,38 @@ def test_attention_limited_by_the_model_window(service_module):
     svc._info["window"] = 4
     response = asyncio.run(svc.attention(text="one two three four five"))
     assert response.status_code == 400 and "at most 4 tokens" in json.loads(response.body)["error"]
+
+
+def test_each_call_is_one_document_and_merged_calls_stay_apart(service_module, tmp_path):
+    """For a model trained with document context, the sentences of one call are tagged together;
+    calls that share a batcher pass never see each other's sentences."""
+    import itertools
+
+    from serve.batching import GreedyBatcher
+    from tagger.inference import Predictor
+    from tests.test_export import TINY_SA, _tagger
+
+    tagger, vocab = _tagger(tmp_path, ["data=conll2003", "head=crf", "data.doc_window=16", *TINY_SA], task="ner")
+    predictor = Predictor(tagger, vocab)
+    model = service_module.TaggerModel.inner.__new__(service_module.TaggerModel.inner)
+    model.predictor, model._calls = predictor, itertools.count()
+    passes = []
+    model.batcher = GreedyBatcher(model._tag_sentences, on_pass=passes.append)
+    a, b = [["the", "cat"], ["a", "dog", "sees"]], [["Zebra", "the"], ["cat"]]
+
+    async def both():
+        return await asyncio.gather(model.predict(a), model.predict(b))
+
+    got_a, got_b = asyncio.run(both())
+    assert passes == [4]  # one model pass for both calls
+
+    def scores(preds):
+        return [[round(t.score, 5) for t in s] for s in preds]
+
+    def rounded(pairs):
+        return [[round(s, 5) for _, s in sent] for sent in pairs]
+
+    assert rounded(got_a) == scores(predictor.predict(a, docs=[0, 0]))
+    assert rounded(got_b) == scores(predictor.predict(b, docs=[0, 0]))
+    # the check can fail: tagged as one document, b's scores do change
+    assert rounded(got_b) != scores(predictor.predict(a + b, docs=[0] * 4)[2:])
