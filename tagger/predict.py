@@ -89,7 +89,8 @@ def _chunks(items: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[st
     """Lists of about ``size`` records, cut between documents where one ends within 8 x ``size``."""
     chunk: list[dict[str, Any]] = []
     for item in items:
-        if len(chunk) >= 8 * size or (len(chunk) >= size and item.get("doc") != chunk[-1].get("doc")):
+        doc = item.get("doc")
+        if len(chunk) >= 8 * size or (len(chunk) >= size and (doc is None or doc != chunk[-1].get("doc"))):
             yield chunk
             chunk = []
         chunk.append(item)

@@ -99,3 +99,21 @@ def test_bad_input_exits_nonzero(tmp_path, tiny_pos_run, capsys):
 def test_missing_model_is_a_clear_error(tmp_path, capsys):
     assert main([str(tmp_path / "nope")]) == 1
     assert "not found" in capsys.readouterr().err
+
+
+def test_chunks_cut_between_documents_and_at_size_without_them():
+    from tagger.predict import _chunks
+
+    plain = [{"tokens": ["a"]} for _ in range(10)]
+    assert [len(c) for c in _chunks(plain, 4)] == [4, 4, 2]  # no documents: cut at the size
+    docs = [{"tokens": ["a"], "doc": d} for d in "aaaaabbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"]  # 5 x a, 35 x b
+    sizes = [len(c) for c in _chunks(docs, 4)]
+    assert sizes[0] == 5  # document a kept whole past the size
+    assert max(sizes) <= 32 and sum(sizes) == 40  # a long document is still cut at 8 x size
+
+
+def test_conll_input_keeps_documents(tmp_path):
+    lines = ["-DOCSTART- -X- O O", "", "EU x", "rejects x", "", "-DOCSTART- -X- O O", "Peter x", ""]
+    records = list(read_sentences(lines, "conll", False, "in.txt"))
+    assert [r["tokens"] for r in records] == [["EU", "rejects"], ["Peter"]]
+    assert records[0]["doc"] != records[1]["doc"]
