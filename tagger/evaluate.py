@@ -1,4 +1,4 @@
-"""Evaluate a trained tagger on a split (whole sentences, one process)."""
+"""Evaluate a trained tagger on a split (whole sentences, one process); ``python -m tagger.evaluate RUN_DIR`` scores a run again."""
 from __future__ import annotations
 
 import time
@@ -29,3 +29,47 @@ def evaluate_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_
     n = sum(len(s) for s in tokens)
     metrics["predict_tokens_per_s"] = round(n / seconds, 1) if seconds else None
     return metrics
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tagger.evaluate RUN_DIR [--data-dir DIR] [--write]``: the run's best checkpoint scored again on its
+    corpus's dev and test splits with today's prediction code; ``--write`` puts the new figures into its
+    metrics.json (the old main metric kept under ``reevaluated.previous``)."""
+    import argparse
+    import json
+    import os
+    import sys
+    from pathlib import Path
+
+    from tagger.checkpoint import CheckpointError, load_checkpoint
+    from tagger.report import load_corpus
+
+    parser = argparse.ArgumentParser(prog="python -m tagger.evaluate", description=main.__doc__.split(":")[0])
+    parser.add_argument("run", help="run dir (with metrics.json)")
+    parser.add_argument("--data-dir", default=None, help="where the corpus files are (default: the run's data_dir)")
+    parser.add_argument("--write", action="store_true", help="update the run's metrics.json")
+    args = parser.parse_args(argv)
+    path = Path(args.run) / "metrics.json"
+    try:
+        metrics = json.loads(path.read_text())
+        loaded = load_checkpoint(metrics["best_checkpoint"])
+    except (OSError, ValueError, KeyError, TypeError, CheckpointError) as e:
+        print(f"error: {path}: {e}", file=sys.stderr)
+        return 1
+    data = load_corpus(metrics["config"]["data"]["corpus"], args.data_dir)
+    main_metric = metrics["main_metric"]
+    fresh = {key: evaluate_split(loaded.tagger, loaded.vocab, data[split])
+             for split, key in (("validation", "dev"), ("test", "test")) if split in data}
+    print(json.dumps({key: round(m[main_metric], 2) for key, m in fresh.items()} | {"metric": main_metric, "run_dir": args.run}))
+    if args.write:
+        previous = {key: (metrics.get(key) or {}).get(main_metric) for key in fresh}
+        metrics |= fresh | {"reevaluated": {"command": " ".join(["python -m tagger.evaluate", *(argv or sys.argv[1:])]),
+                                            "previous": previous}}
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(metrics, indent=2, default=str))
+        os.replace(tmp, path)  # never a half-written metrics.json
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -34,6 +34,25 @@ def windows(n: int, size: int, overlap: int) -> list[tuple[int, int]]:
         start += stride
 
 
+# a sentence cut out of a document stream may begin (or, in BIOES, end) inside an entity that the stream's
+# decoding carried across the sentence boundary; entities never cross sentences, so the cut one is closed there
+_OPEN_AT_START = {"IOB2": {"I": "B"}, "BIOES": {"I": "B", "E": "S"}}
+_OPEN_AT_END = {"BIOES": {"B": "S", "I": "E"}}
+
+
+def close_entities(tags: list[str], scheme: str | None, labels: Sequence[str]) -> list[str]:
+    """``tags`` of one sentence with an entity cut at either edge made whole (IOB2: a leading I-X -> B-X;
+    BIOES: leading I-/E- -> B-/S-, trailing B-/I- -> S-/E-), where the replacement is a known label."""
+    tags = list(tags)
+    for pos, table in ((0, _OPEN_AT_START.get(scheme or "", {})), (-1, _OPEN_AT_END.get(scheme or "", {}))):
+        if tags and "-" in tags[pos]:
+            prefix, _, kind = tags[pos].partition("-")
+            fixed = f"{table.get(prefix, prefix)}-{kind}"
+            if fixed in labels:
+                tags[pos] = fixed
+    return tags
+
+
 @dataclass
 class TokenPrediction:
     tag: str
@@ -153,7 +172,11 @@ class Predictor:
         for run, merged in zip(runs, best):
             start = 0
             for s in run:  # cut the stream back into its sentences
-                out[s] = [TokenPrediction(labels[t], float(pr)) for _, t, pr in merged[start : start + len(sentences[s])]]
+                part = merged[start : start + len(sentences[s])]
+                tags = [labels[t] for _, t, _ in part]
+                if len(run) > 1:
+                    tags = close_entities(tags, self.vocab.tag_scheme, labels)
+                out[s] = [TokenPrediction(tag, float(pr)) for tag, (_, _, pr) in zip(tags, part)]
                 start += len(sentences[s])
         return out
 

@@ -122,3 +122,36 @@ def test_document_context_model_tags_each_document_as_one_stream(tmp_path, tiny_
     assert scores(p.predict(doc, docs=["d", "d", "e"])[2:]) == scores(alone[2:])
     long = p.predict(doc * 6, docs=["d"] * 18)  # 66 tokens: windows of 24 overlapping by 12
     assert [len(s) for s in long] == [len(s) for s in doc * 6]
+
+
+def test_entities_cut_at_a_sentence_edge_are_closed():
+    from tagger.inference import close_entities
+
+    iob2 = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    assert close_entities(["I-PER", "I-PER", "O"], "IOB2", iob2) == ["B-PER", "I-PER", "O"]
+    assert close_entities(["O", "B-LOC", "I-LOC"], "IOB2", iob2) == ["O", "B-LOC", "I-LOC"]  # nothing cut
+    bioes = ["O", "B-PER", "I-PER", "E-PER", "S-PER"]
+    assert close_entities(["E-PER", "O", "B-PER"], "BIOES", bioes) == ["S-PER", "O", "S-PER"]
+    assert close_entities(["I-PER", "I-PER"], "BIOES", bioes) == ["B-PER", "E-PER"]
+    assert close_entities(["I-PER"], "IOB2", ["O", "I-PER"]) == ["I-PER"]  # no B-PER label: left alone
+    assert close_entities(["NOUN", "VERB"], None, ["NOUN", "VERB"]) == ["NOUN", "VERB"]  # POS: untouched
+
+
+def test_evaluate_cli_scores_a_run_again_and_writes_it_back(tmp_path, tiny_data):
+    import shutil
+
+    from tagger.evaluate import main
+
+    from tests.conftest import train_tiny
+
+    run = train_tiny(tmp_path / "run", tiny_data, ["data=conll2003", "model=window_fc", "head=crf", "trainer.max_epochs=1"])
+    before = json.loads((run / "metrics.json").read_text())
+    assert main([str(run), "--data-dir", str(tiny_data), "--write"]) == 0
+    after = json.loads((run / "metrics.json").read_text())
+    # the same checkpoint and prediction code: the same figures, the old ones kept
+    assert after["test"]["f1"] == pytest.approx(before["test"]["f1"]) and after["dev"]["f1"] == pytest.approx(before["dev"]["f1"])
+    assert after["reevaluated"]["previous"]["test"] == before["test"]["f1"]
+    broken = tmp_path / "broken"
+    shutil.copytree(run, broken)
+    (broken / "metrics.json").write_text("{")
+    assert main([str(broken)]) == 1
