@@ -6,12 +6,13 @@ config and vocabulary — never from the corpus.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Iterator
 
 import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
@@ -26,26 +27,35 @@ class CheckpointError(RuntimeError):
     """A checkpoint is missing, truncated, corrupted or not a tagger checkpoint."""
 
 
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """A binary file that becomes ``path`` only if the block completes: written to a temporary file in the
+    same folder, flushed to disk, then renamed (atomic on POSIX). A crash or error mid-write leaves the old
+    file, or none, never a half-written one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Write to a temporary file in the same folder, then rename: a crash mid-write never leaves a
-    half-written ``best.ckpt``/``last.ckpt`` behind (the rename is atomic on POSIX)."""
+    """Checkpoints through :func:`atomic_open`: a crash mid-write never leaves a half-written
+    ``best.ckpt``/``last.ckpt`` behind."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options=None) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                torch.save(checkpoint, f)
-                f.flush()
-                os.fsync(f.fileno())
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_open(path) as f:
+            torch.save(checkpoint, f)
 
 
 @dataclass

@@ -37,11 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     metrics.json (the old main metric kept under ``reevaluated.previous``)."""
     import argparse
     import json
-    import os
     import sys
     from pathlib import Path
 
-    from tagger.checkpoint import CheckpointError, load_checkpoint
+    from tagger.checkpoint import CheckpointError, atomic_open, load_checkpoint
     from tagger.report import load_corpus
 
     parser = argparse.ArgumentParser(prog="python -m tagger.evaluate", description=main.__doc__.split(":")[0])
@@ -65,9 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         previous = {key: (metrics.get(key) or {}).get(main_metric) for key in fresh}
         metrics |= fresh | {"reevaluated": {"command": " ".join(["python -m tagger.evaluate", *(argv or sys.argv[1:])]),
                                             "previous": previous}}
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(metrics, indent=2, default=str))
-        os.replace(tmp, path)  # never a half-written metrics.json
+        with atomic_open(path) as f:  # never a half-written metrics.json
+            f.write(json.dumps(metrics, indent=2, default=str).encode())
     return 0
 
 

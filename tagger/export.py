@@ -204,24 +204,12 @@ def fast_predictor(tagger: Tagger, vocab: Vocab, backend: str = "auto", threads:
     return Predictor(tagger, vocab, backend=onnx, **predictor_kw)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _checkpoint_of(source: Path) -> Path:
     return source / "checkpoints" / "best.ckpt" if source.is_dir() else source
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tagger.checkpoint import CheckpointError, load_checkpoint
+    from tagger.checkpoint import CheckpointError, atomic_open, load_checkpoint
 
     parser = argparse.ArgumentParser(prog="python -m tagger.export", description=__doc__.split("\n\n")[0])
     parser.add_argument("source", type=Path, help="run dir (checkpoints/best.ckpt) or a .ckpt file")
@@ -236,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, ExportError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    _write_atomic(out, data)
+    with atomic_open(out) as f:
+        f.write(data)
     print(json.dumps({"onnx": str(out), "checkpoint": str(ckpt), **info}))
     return 0
 
