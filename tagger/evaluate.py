@@ -6,6 +6,7 @@ from typing import Any
 
 import datasets
 
+from tagger.data.datamodule import split_docs
 from tagger.data.vocab import Vocab
 from tagger.inference import Predictor
 from tagger.metrics import task_metrics
@@ -22,7 +23,7 @@ def evaluate_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_
     gold = [[names[t] for t in tags] for tags in split["tags"]]
     predictor = Predictor(tagger, vocab, batch_size=batch_size)
     started = time.perf_counter()
-    pred = predictor.tags(tokens, split["doc"] if "doc" in split.column_names else None)
+    pred = predictor.tags(tokens, split_docs(split))
     seconds = time.perf_counter() - started
     unseen = [[vocab.is_unseen(w) for w in sent] for sent in tokens]
     metrics = task_metrics(vocab.task, gold, pred, unseen, vocab.tag_scheme or "IOB2")

@@ -437,6 +437,7 @@ def evaluate_run(run: Run, cache_dir: Path, threads: int, batch_size: int, data_
     import torch
 
     from tagger.checkpoint import load_checkpoint
+    from tagger.data.datamodule import split_docs
     from tagger.inference import Predictor
 
     ckpt = checkpoint_of(run)
@@ -459,13 +460,12 @@ def evaluate_run(run: Run, cache_dir: Path, threads: int, batch_size: int, data_
     test = load_corpus(run.config["data"]["corpus"], data_dir)["test"]
     names = test.features["tags"].feature.names
     tokens = test["tokens"]
-    docs = test["doc"] if "doc" in test.column_names else None  # used by models trained with document context
     gold = [[names[t] for t in tags] for tags in test["tags"]]
     torch.set_num_threads(threads)
     predictor = Predictor(loaded.tagger, loaded.vocab, batch_size=batch_size)
     predictor.tags(tokens[:16])  # warm-up: first-call allocations are not inference speed
     started = time.perf_counter()
-    pred = predictor.tags(tokens, docs)
+    pred = predictor.tags(tokens, split_docs(test))  # documents matter to models trained with document context
     seconds = time.perf_counter() - started
     n_tokens = sum(len(s) for s in tokens)
     labels = sorted({t for s in gold + pred for t in s})

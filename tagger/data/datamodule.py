@@ -81,6 +81,11 @@ def document_runs(docs: Sequence[Hashable] | None, n: int) -> list[list[int]]:
     return runs
 
 
+def split_docs(split: Any) -> list[str] | None:
+    """The ``doc`` column of a ``datasets.Dataset`` split (None where a corpus gives none: sentences alone)."""
+    return split["doc"] if "doc" in split.column_names else None
+
+
 def pack(lengths: list[int], size: int) -> list[list[int]]:
     """Positions 0..len(lengths)-1 of consecutive sentences grouped greedily into rows of at most
     ``size`` tokens. A sentence longer than ``size`` is a row of its own (never cut)."""
@@ -237,7 +242,7 @@ class TaggerDataModule(pl.LightningDataModule):
             items = [encode_sentence(self.vocab, tokens, [to_model[t] for t in tags])
                      for tokens, tags in zip(ds["tokens"], ds["tags"])]
             if self.doc_window:
-                runs = document_runs(ds["doc"] if "doc" in ds.column_names else None, len(items))
+                runs = document_runs(split_docs(ds), len(items))
                 rows = [[run[j] for j in row] for run in runs for row in pack([len(items[i]["words"]) for i in run],
                                                                               self.doc_window)]
             else:
