@@ -43,6 +43,8 @@ def model_config(cfg: DictConfig) -> dict[str, Any]:
     config = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in MODEL_GROUPS}
     if cfg.data.get("doc_window"):
         config["doc_window"] = int(cfg.data.doc_window)
+    if cfg.get("aux"):
+        config["aux"] = OmegaConf.to_container(cfg.aux, resolve=True)
     return config
 
 

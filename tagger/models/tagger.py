@@ -16,12 +16,16 @@ class AttentionNotSupported(TypeError):
 
 class Tagger(nn.Module):
     """``doc_window``: trained on rows of consecutive sentences of a document up to that many tokens
-    (``data.doc_window``); prediction then tags documents in windows of that size. None: sentences alone."""
+    (``data.doc_window``); prediction then tags documents in windows of that size. None: sentences alone.
+    ``aux``: an auxiliary training objective (``tagger.models.objectives``, config group ``aux``); it adds
+    to the training loss only and never changes what the model predicts."""
 
-    def __init__(self, embedder: nn.Module, encoder: nn.Module, head: nn.Module, doc_window: int | None = None):
+    def __init__(self, embedder: nn.Module, encoder: nn.Module, head: nn.Module, doc_window: int | None = None,
+                 aux: nn.Module | None = None):
         super().__init__()
         self.embedder, self.encoder, self.head = embedder, encoder, head
         self.doc_window = doc_window
+        self.aux = aux
 
     @property
     def supports_attention(self) -> bool:
@@ -37,7 +41,13 @@ class Tagger(nn.Module):
         return self.encoder(x, batch["mask"])  # (B,T,H)
 
     def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.head.loss(self.encode(batch), batch["tags"], batch["mask"])
+        if self.aux is None or not self.training:
+            return self.head.loss(self.encode(batch), batch["tags"], batch["mask"])
+        hidden = self.aux.choose(batch["words"], batch["mask"])  # (B,T) positions hidden from the model
+        words, chars = self.aux.hide(batch["words"], batch["chars"], hidden)
+        h = self.encoder(self.embedder(words, chars), batch["mask"])  # (B,T,H)
+        aux = self.aux.loss(h, batch["words"], hidden, self.embedder.word.weight)
+        return self.head.loss(h, batch["tags"], batch["mask"]) + self.aux.weight * aux
 
     def predict(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """-> predicted tag ids (B,T), probability of each (B,T); padding positions are 0."""
@@ -54,7 +64,8 @@ class Tagger(nn.Module):
 
 def build_tagger(config: dict[str, Any], vocab: Vocab, pretrained: bool = True) -> Tagger:
     """config: {"embedder": {...}, "model": {...}, "head": {...}}, each with a ``_target_``, and
-    optionally "doc_window" (the ``data.doc_window`` the model was trained with).
+    optionally "doc_window" (the ``data.doc_window`` the model was trained with) and "aux" (an auxiliary
+    objective, with a ``_target_``).
 
     ``pretrained=False`` skips reading pretrained word vectors (the checkpoint holds the weights).
     """
@@ -66,4 +77,8 @@ def build_tagger(config: dict[str, Any], vocab: Vocab, pretrained: bool = True) 
                            word_counts=vocab.counts, chars=vocab.chars)
     encoder = instantiate(config["model"], input_dim=embedder.output_dim)
     head = instantiate(config["head"], input_dim=encoder.output_dim, labels=vocab.labels, scheme=vocab.tag_scheme)
-    return Tagger(embedder, encoder, head, doc_window=config.get("doc_window"))
+    aux = None
+    if config.get("aux"):
+        aux = instantiate(config["aux"], input_dim=encoder.output_dim,
+                          word_dim=embedder.word.embedding_dim if embedder.word is not None else 0)
+    return Tagger(embedder, encoder, head, doc_window=config.get("doc_window"), aux=aux)

@@ -1,0 +1,48 @@
+"""Auxiliary training objectives: extra losses on the encoder's output, used in training only.
+
+``MaskedWords`` is BERT's masked-word prediction run on the training text itself (no outside
+data): a fraction of the tokens of each training batch is hidden from the model (word vector ->
+UNK, characters -> none) and the encoder's state at each hidden position must name the word
+through the word embedding table (tied output, Press & Wolf 2017). The tagging loss still covers
+every token, so a hidden token must also be tagged from its context alone. The idea is Rei (2017)'s
+language-modelling cost for sequence labelling, in the form a bidirectional encoder allows.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from tagger.data.vocab import PAD_ID, UNK_ID
+
+
+class MaskedWords(nn.Module):
+    """h (B,T,input_dim) at hidden positions -> logits over the word vocabulary (tied to the embedding)."""
+
+    def __init__(self, input_dim: int, word_dim: int, p: float = 0.15, weight: float = 0.5):
+        super().__init__()
+        if not 0.0 < p < 1.0:
+            raise ValueError(f"aux.p must be a fraction of tokens in (0, 1), got {p}")
+        if weight <= 0:
+            raise ValueError(f"aux.weight must be > 0, got {weight}")
+        if word_dim <= 0:
+            raise ValueError("aux (masked words) predicts words through the word embedding: embedder.word_dim must be > 0")
+        self.p, self.weight = p, weight
+        self.proj = nn.Linear(input_dim, word_dim)
+        self.norm = nn.LayerNorm(word_dim)
+
+    def choose(self, words: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """words (B,T), mask (B,T) -> hidden positions (B,T) bool: real, known tokens with probability p."""
+        return (torch.rand(words.shape, device=words.device) < self.p) & mask & (words > UNK_ID)
+
+    @staticmethod
+    def hide(words: torch.Tensor, chars: torch.Tensor, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> words (B,T) with UNK and chars (B,T,L) with no characters at the hidden positions."""
+        return words.masked_fill(hidden, UNK_ID), chars.masked_fill(hidden.unsqueeze(-1), PAD_ID)
+
+    def loss(self, h: torch.Tensor, words: torch.Tensor, hidden: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        """h (B,T,H), words (B,T) the true ids, hidden (B,T), table (V,word_dim) -> mean cross-entropy (scalar)."""
+        if not hidden.any():
+            return h.sum() * 0.0  # keeps the graph (and DDP's gradient hooks) whole on an empty draw
+        logits = self.norm(self.proj(h[hidden])) @ table.t()  # (N,V)
+        return F.cross_entropy(logits, words[hidden])

@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tagger.data.vocab import PAD_ID, UNK_ID
+from tagger.models.embedder import Embedder
+from tagger.models.heads import SoftmaxHead
+from tagger.models.objectives import MaskedWords
+from tagger.models.self_attention import SelfAttentionEncoder
+from tagger.models.tagger import Tagger
+
+
+def _tagger(num_words: int = 12, aux: MaskedWords | None = None, d: int = 32) -> Tagger:
+    emb = Embedder(num_words, 6, word_dim=16, char_dim=4, char_filters=4, dropout=0.0, word_dropout=0.0)
+    enc = SelfAttentionEncoder(emb.output_dim, d_model=d, heads=2, layers=1, ffn_dim=d, dropout=0.0, attn_dropout=0.0,
+                               pos_encoding="sinusoidal")
+    head = SoftmaxHead(enc.output_dim, labels=["A", "B"])
+    return Tagger(emb, enc, head, aux=aux)
+
+
+def _batch(words: torch.Tensor) -> dict[str, torch.Tensor]:
+    mask = words != PAD_ID
+    chars = torch.where(mask, 2 + words % 4, PAD_ID).unsqueeze(-1).repeat(1, 1, 3)  # (B,T,3) some characters
+    return {"words": words, "chars": chars, "mask": mask, "tags": (words % 2) * mask}
+
+
+def test_only_real_known_tokens_are_hidden_at_rate_p():
+    aux = MaskedWords(8, 4, p=0.3)
+    words = torch.randint(2, 12, (200, 50))
+    words[:, 40:] = PAD_ID
+    words[:, 0] = UNK_ID
+    hidden = aux.choose(words, words != PAD_ID)
+    assert not hidden[:, 40:].any() and not hidden[:, 0].any()
+    assert hidden[:, 1:40].float().mean().item() == pytest.approx(0.3, abs=0.02)
+
+
+def test_hidden_tokens_lose_word_and_characters_and_the_rest_is_untouched():
+    words = torch.tensor([[3, 4, 5, 0]])
+    chars = torch.tensor([[[2, 3], [4, 5], [6, 7], [0, 0]]])
+    hidden = torch.tensor([[False, True, False, False]])
+    w, c = MaskedWords.hide(words, chars, hidden)
+    assert w.tolist() == [[3, UNK_ID, 5, 0]]
+    assert c.tolist() == [[[2, 3], [PAD_ID, PAD_ID], [6, 7], [0, 0]]]
+
+
+def test_the_encoder_never_sees_a_hidden_word_in_training():
+    torch.manual_seed(0)
+    tagger = _tagger(aux=MaskedWords(32, 16, p=0.5)).train()
+    seen = []
+    hook = tagger.embedder.word.register_forward_hook(lambda mod, inp, out: seen.append(inp[0]))
+    words = torch.randint(2, 12, (4, 10))
+    tagger.loss(_batch(words))
+    hook.remove()
+    (ids,) = seen
+    assert (ids == UNK_ID).any() and ((ids == words) | (ids == UNK_ID)).all()
+
+
+def test_evaluation_loss_and_predictions_ignore_the_objective():
+    torch.manual_seed(0)
+    with_aux = _tagger(aux=MaskedWords(32, 16, p=0.5)).eval()
+    plain = _tagger().eval()
+    plain.load_state_dict({k: v for k, v in with_aux.state_dict().items() if not k.startswith("aux.")})
+    batch = _batch(torch.randint(2, 12, (3, 7)))
+    assert torch.equal(with_aux.loss(batch), plain.loss(batch))
+    assert torch.equal(with_aux.predict(batch)[0], plain.predict(batch)[0])
+
+
+def test_hidden_words_are_learned_from_their_context():
+    """Sequences count up (w, w+1, w+2, ...): a hidden word is its left neighbour + 1, so the objective's
+    loss must fall far below guessing among the 10 words."""
+    torch.manual_seed(0)
+    tagger = _tagger(aux=MaskedWords(32, 16, p=0.15, weight=1.0)).train()
+    opt = torch.optim.Adam(tagger.parameters(), lr=3e-3)
+
+    def aux_loss() -> torch.Tensor:
+        start = torch.randint(2, 12, (32, 1))
+        words = 2 + (start - 2 + torch.arange(12)) % 10  # (32,12)
+        batch = _batch(words)
+        hidden = tagger.aux.choose(words, batch["mask"])
+        w, c = tagger.aux.hide(words, batch["chars"], hidden)
+        h = tagger.encoder(tagger.embedder(w, c), batch["mask"])
+        return tagger.aux.loss(h, words, hidden, tagger.embedder.word.weight)
+
+    first = aux_loss().item()
+    for _ in range(300):
+        opt.zero_grad()
+        tagger.loss(_batch(2 + (torch.randint(0, 10, (32, 1)) + torch.arange(12)) % 10)).backward()
+        opt.step()
+    with torch.no_grad():
+        last = sum(aux_loss().item() for _ in range(5)) / 5
+    assert first > 2.0 and last < 0.5, (first, last)  # log(10) = 2.3
+
+
+@pytest.mark.parametrize("kwargs, key", [({"p": 0.0}, "aux.p"), ({"p": 1.0}, "aux.p"), ({"weight": 0.0}, "aux.weight"),
+                                         ({"word_dim": 0}, "embedder.word_dim")])
+def test_bad_values_name_the_key(kwargs, key):
+    with pytest.raises(ValueError, match=key):
+        MaskedWords(**{"input_dim": 8, "word_dim": 4, **kwargs})
