@@ -14,7 +14,7 @@ from typing import Callable, Hashable, Sequence
 import torch
 import torch.nn as nn
 
-from tagger.data.datamodule import clip_word, collate, document_runs, encode_sentence
+from tagger.data.datamodule import clip_word, collate, document_runs, encode_sentence, sentence_starts
 from tagger.data.vocab import PAD_ID, Vocab
 from tagger.models.tagger import Tagger
 
@@ -34,8 +34,10 @@ def windows(n: int, size: int, overlap: int) -> list[tuple[int, int]]:
         start += stride
 
 
-# a sentence cut out of a document stream may begin (or, in BIOES, end) inside an entity that the stream's
-# decoding carried across the sentence boundary; entities never cross sentences, so the cut one is closed there
+# a sentence cut out of a document stream may begin (or, in BIOES, end) inside an entity carried across the
+# sentence boundary: by a softmax head's per-token decisions, or where the sentence's tokens take their tags
+# from two windows (the CRF itself decodes each sentence of a window as its own chain); entities never cross
+# sentences, so the cut one is closed there
 _OPEN_AT_START = {"IOB2": {"I": "B"}, "BIOES": {"I": "B", "E": "S"}}
 _OPEN_AT_END = {"BIOES": {"B": "S", "I": "E"}}
 
@@ -144,6 +146,7 @@ class Predictor:
         else:
             runs, size, overlap = [[s] for s in range(len(sentences))], self.window, self.overlap
         streams = [[t for s in run for t in sentences[s]] for run in runs]
+        offsets = [list(itertools.accumulate((len(sentences[s]) for s in run[:-1]), initial=0)) for run in runs]
         pieces = []  # (stream index, start, end)
         for u, tokens in enumerate(streams):
             if tokens:
@@ -154,7 +157,10 @@ class Predictor:
             chunk = order[i : i + self.batch_size]
             batch = encode_batch(self.vocab, [streams[u][a:b] for u, a, b in (pieces[p] for p in chunk)],
                                  self.max_word_chars)
-            pred, prob = self.tagger.head.decode(self.backend(batch), batch["mask"])  # (B,T), (B,T)
+            # sentence edges inside each window: the CRF decodes each sentence as its own chain
+            starts = sentence_starts([[o - a for o in offsets[u] if a < o < b] for u, a, b in (pieces[p] for p in chunk)],
+                                     batch["mask"].shape[1])
+            pred, prob = self.tagger.head.decode(self.backend(batch), batch["mask"], starts)  # (B,T), (B,T)
             pred, prob = pred.tolist(), prob.tolist()
             for row, p in enumerate(chunk):
                 n = pieces[p][2] - pieces[p][1]

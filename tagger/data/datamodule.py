@@ -119,13 +119,24 @@ def clip_word(chars: list[int], max_word_chars: int) -> list[int]:
     return chars[:half] + chars[-half:]
 
 
+def sentence_starts(offsets: list[list[int]], width: int) -> torch.Tensor | None:
+    """Per row, where its sentences start -> (len(offsets), width) bool, True at every start past 0 (what
+    the CRF treats as a sentence edge); None when no row holds more than one sentence."""
+    if all(o <= 0 for row in offsets for o in row):
+        return None
+    starts = torch.zeros((len(offsets), width), dtype=torch.bool)
+    for b, row in enumerate(offsets):
+        starts[b, [o for o in row if o > 0]] = True
+    return starts
+
+
 def collate(items: list[dict[str, Any]], max_word_chars: int = 40) -> dict[str, torch.Tensor]:
     """Pad a list of encoded sentences.
 
     Returns words (B,T), chars (B,T,L), tags (B,T) with IGNORE_INDEX on padding, mask (B,T) bool,
     unseen (B,T) bool, tokens (the strings), and sentences: per row, the (index in the split, start,
     length) of each sentence it holds (one (index, 0, n) for a sentence row; several for a row packed
-    from a document).
+    from a document), and then also starts (B,T) bool, True where a sentence starts past a row's beginning.
     Words longer than ``max_word_chars`` keep their first and last ``max_word_chars // 2``
     characters (prefix and suffix carry the signal; a 300-character URL would otherwise set L).
     """
@@ -148,8 +159,12 @@ def collate(items: list[dict[str, Any]], max_word_chars: int = 40) -> dict[str, 
             c = clip(c)
             chars[b, t, : len(c)] = torch.tensor(c, dtype=torch.long)
     sentences = [it.get("sentences", [(-1, 0, len(it["words"]))]) for it in items]
-    return {"words": words, "chars": chars, "tags": tags, "mask": mask, "unseen": unseen, "sentences": sentences,
-            "tokens": [it["tokens"] for it in items]}
+    batch = {"words": words, "chars": chars, "tags": tags, "mask": mask, "unseen": unseen, "sentences": sentences,
+             "tokens": [it["tokens"] for it in items]}
+    starts = sentence_starts([[start for _, start, _ in row] for row in sentences], T)
+    if starts is not None:
+        batch["starts"] = starts
+    return batch
 
 
 def join(items: list[dict[str, Any]], indices: list[int]) -> dict[str, Any]:

@@ -7,7 +7,15 @@ Notation used throughout (shapes in comments):
     C  number of tags
     emissions  (B, T, C)  per-token tag scores from the encoder
     mask       (B, T)     True for real tokens; left-aligned, every row has >= 1 True
+    starts     (B, T)     optional, True where a new sentence begins inside a row (document
+                          context: a row holds consecutive sentences of one document)
     transitions[i, j]     score of moving from tag i to tag j
+
+With ``starts`` a row is a chain of independent sentences: into a sentence start the transition
+i -> j scores end[i] + start[j] (the previous sentence ends, the next one starts) instead of
+transitions[i, j]. Every quantity then equals that of the sentences taken one by one (log Z and
+the gold score add up, Viterbi concatenates, scheme constraints hold at every sentence edge),
+while the emissions may come from an encoder that saw the whole row.
 
 All recursions are vectorised over the batch and the tag set, and loop over T
 only. Everything is in log space so that long sentences cannot underflow.
@@ -130,7 +138,8 @@ class CRF(nn.Module):
                 self.transitions + self.trans_penalty,
                 self.end + self.end_penalty)
 
-    def _check(self, emissions: Tensor, mask: Tensor, tags: Tensor | None = None) -> Tensor:
+    def _check(self, emissions: Tensor, mask: Tensor, tags: Tensor | None = None,
+               starts: Tensor | None = None) -> Tensor:
         """Validate shapes; returns the mask as bool."""
         if emissions.dim() != 3 or emissions.size(2) != self.num_tags:
             raise ValueError(f"emissions must be (B, T, {self.num_tags}), got {tuple(emissions.shape)}")
@@ -138,51 +147,63 @@ class CRF(nn.Module):
             raise ValueError(f"mask must be {tuple(emissions.shape[:2])}, got {tuple(mask.shape)}")
         if tags is not None and tags.shape != emissions.shape[:2]:
             raise ValueError(f"tags must be {tuple(emissions.shape[:2])}, got {tuple(tags.shape)}")
+        if starts is not None and (starts.shape != emissions.shape[:2] or starts.dtype != torch.bool):
+            raise ValueError(f"starts must be a bool {tuple(emissions.shape[:2])}, got {starts.dtype} {tuple(starts.shape)}")
         mask = mask.bool()
         # the recursions start every sentence at t=0; an empty row would silently score garbage
         if not bool(mask[:, 0].all()):
             raise ValueError("mask[:, 0] must be True for every sequence (left-aligned, non-empty)")
         return mask
 
-    def _forward_alphas(self, emissions: Tensor, mask: Tensor) -> Tensor:
+    @staticmethod
+    def _into(t: int, trans: Tensor, start: Tensor, end: Tensor, starts: Tensor | None) -> Tensor:
+        """Transition scores into position t: trans (C, C), or (B, C, C) with end[i] + start[j] in the
+        rows where a sentence starts at t."""
+        if starts is None:
+            return trans
+        return torch.where(starts[:, t, None, None], end.unsqueeze(1) + start.unsqueeze(0), trans)  # (B, C, C)
+
+    def _forward_alphas(self, emissions: Tensor, mask: Tensor, starts: Tensor | None = None) -> Tensor:
         """
         Forward recursion. alphas[b, t, j] = log-sum of scores of all prefixes ending
         in tag j at position t. Past a row's end the last real alpha is carried over.
         Returns (B, T, C).
         """
-        start, trans, _ = self._potentials()
+        start, trans, end = self._potentials()
         T = emissions.size(1)
         alpha = start + emissions[:, 0]  # (B, C)
         alphas = [alpha]
         for t in range(1, T):
+            into = self._into(t, trans, start, end, starts)  # (C, C) or (B, C, C)
             # (B, C, 1) + (C, C) + (B, 1, C) -> (B, C, C), summed over the previous tag i
-            nxt = torch.logsumexp(alpha.unsqueeze(2) + trans + emissions[:, t].unsqueeze(1), dim=1)  # (B, C)
+            nxt = torch.logsumexp(alpha.unsqueeze(2) + into + emissions[:, t].unsqueeze(1), dim=1)  # (B, C)
             alpha = torch.where(mask[:, t].unsqueeze(1), nxt, alpha)
             alphas.append(alpha)
         return torch.stack(alphas, dim=1)  # (B, T, C)
 
     # ------------------------------------------------------------------ public API
 
-    def log_partition(self, emissions: Tensor, mask: Tensor) -> Tensor:
+    def log_partition(self, emissions: Tensor, mask: Tensor, starts: Tensor | None = None) -> Tensor:
         """
-        log Z: log-sum-exp of the scores of all tag paths of each sentence.
+        log Z: log-sum-exp of the scores of all tag paths of each sentence (of each row's
+        sentences, summed, with ``starts``).
 
-        emissions (B, T, C) float, mask (B, T) bool -> (B,)
+        emissions (B, T, C) float, mask (B, T) bool, starts (B, T) bool or None -> (B,)
         """
-        mask = self._check(emissions, mask)
+        mask = self._check(emissions, mask, starts=starts)
         _, _, end = self._potentials()
-        alpha_last = self._forward_alphas(emissions, mask)[:, -1]  # (B, C), carried to T-1
+        alpha_last = self._forward_alphas(emissions, mask, starts)[:, -1]  # (B, C), carried to T-1
         return torch.logsumexp(alpha_last + end, dim=1)
 
-    def score(self, emissions: Tensor, tags: Tensor, mask: Tensor) -> Tensor:
+    def score(self, emissions: Tensor, tags: Tensor, mask: Tensor, starts: Tensor | None = None) -> Tensor:
         """
         Unnormalised score of the given tag path:
         start[y_0] + sum_t emissions[t, y_t] + sum_t trans[y_{t-1}, y_t] + end[y_last].
 
         emissions (B, T, C) float, tags (B, T) long (padding values are ignored, may be
-        e.g. -100), mask (B, T) bool -> (B,)
+        e.g. -100), mask (B, T) bool, starts (B, T) bool or None -> (B,)
         """
-        mask = self._check(emissions, mask, tags)
+        mask = self._check(emissions, mask, tags, starts)
         start, trans, end = self._potentials()
         # padding may hold an ignore index; make it a valid index, its terms get masked anyway
         tags = tags.long().masked_fill(~mask, 0)  # (B, T)
@@ -191,23 +212,26 @@ class CRF(nn.Module):
         emit = emit.masked_fill(~mask, 0.0).sum(dim=1)  # (B,)
         # left-aligned mask: transition t-1 -> t exists iff token t is real
         step = trans[tags[:, :-1], tags[:, 1:]]  # (B, T-1)
+        if starts is not None:  # into a sentence start: the previous sentence ends, the next one starts
+            step = torch.where(starts[:, 1:], end[tags[:, :-1]] + start[tags[:, 1:]], step)  # (B, T-1)
         step = step.masked_fill(~mask[:, 1:], 0.0).sum(dim=1)  # (B,)
         last = mask.sum(dim=1) - 1  # (B,)
         last_tags = tags.gather(1, last.unsqueeze(1)).squeeze(1)  # (B,)
         return start[tags[:, 0]] + emit + step + end[last_tags]
 
-    def nll(self, emissions: Tensor, tags: Tensor, mask: Tensor, reduction: str = "mean") -> Tensor:
+    def nll(self, emissions: Tensor, tags: Tensor, mask: Tensor, reduction: str = "mean",
+            starts: Tensor | None = None) -> Tensor:
         """
         Negative log-likelihood log Z - score(tags).
 
-        emissions (B, T, C), tags (B, T), mask (B, T) ->
-            "mean": scalar, averaged over sentences
+        emissions (B, T, C), tags (B, T), mask (B, T), starts (B, T) or None ->
+            "mean": scalar, averaged over rows
             "sum": scalar, summed over sentences
             "token_mean": scalar, sum divided by the number of real tokens
             "none": (B,)
         """
-        mask = self._check(emissions, mask, tags)
-        nll = self.log_partition(emissions, mask) - self.score(emissions, tags, mask)  # (B,)
+        mask = self._check(emissions, mask, tags, starts)
+        nll = self.log_partition(emissions, mask, starts) - self.score(emissions, tags, mask, starts)  # (B,)
         if reduction == "mean":
             return nll.mean()
         if reduction == "sum":
@@ -219,14 +243,14 @@ class CRF(nn.Module):
         raise ValueError(f"unknown reduction {reduction!r}; expected 'mean', 'sum', 'token_mean' or 'none'")
 
     @torch.no_grad()
-    def decode(self, emissions: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    def decode(self, emissions: Tensor, mask: Tensor, starts: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """
         Viterbi decoding.
 
-        emissions (B, T, C), mask (B, T) -> (best tags (B, T) long with padding = 0,
-        score of the best path (B,))
+        emissions (B, T, C), mask (B, T), starts (B, T) or None -> (best tags (B, T) long with
+        padding = 0, score of the best path (B,))
         """
-        mask = self._check(emissions, mask)
+        mask = self._check(emissions, mask, starts=starts)
         start, trans, end = self._potentials()
         B, T, C = emissions.shape
         # at padding, point every tag back to itself so backtracking walks through unchanged
@@ -236,7 +260,8 @@ class CRF(nn.Module):
         backpointers = []
         for t in range(1, T):
             # (B, C, 1) + (C, C) -> (B, C, C), maximised over the previous tag i
-            cand, prev = (best.unsqueeze(2) + trans).max(dim=1)  # (B, C), (B, C)
+            into = self._into(t, trans, start, end, starts)  # (C, C) or (B, C, C)
+            cand, prev = (best.unsqueeze(2) + into).max(dim=1)  # (B, C), (B, C)
             keep = mask[:, t].unsqueeze(1)  # (B, 1)
             best = torch.where(keep, cand + emissions[:, t], best)
             backpointers.append(torch.where(keep, prev, identity))
@@ -249,24 +274,25 @@ class CRF(nn.Module):
             tags[:, t - 1] = last
         return tags.masked_fill(~mask, 0), path_score
 
-    def marginals(self, emissions: Tensor, mask: Tensor) -> Tensor:
+    def marginals(self, emissions: Tensor, mask: Tensor, starts: Tensor | None = None) -> Tensor:
         """
         Per-token posterior tag probabilities p(y_t = j | x) by forward-backward.
 
-        emissions (B, T, C), mask (B, T) -> (B, T, C); rows sum to 1 at real tokens,
-        are 0 at padding.
+        emissions (B, T, C), mask (B, T), starts (B, T) or None -> (B, T, C); rows sum to 1
+        at real tokens, are 0 at padding.
         """
-        mask = self._check(emissions, mask)
-        _, trans, end = self._potentials()
+        mask = self._check(emissions, mask, starts=starts)
+        start, trans, end = self._potentials()
         T = emissions.size(1)
-        alphas = self._forward_alphas(emissions, mask)  # (B, T, C)
+        alphas = self._forward_alphas(emissions, mask, starts)  # (B, T, C)
 
         # betas[b, t, i] = log-sum of scores of all suffixes after position t given tag i there
         beta = end.expand_as(alphas[:, -1])  # (B, C)
         betas = [beta]
         for t in range(T - 2, -1, -1):
+            into = self._into(t + 1, trans, start, end, starts)  # (C, C) or (B, C, C)
             # (C, C) + (B, 1, C) -> (B, C, C), summed over the next tag j
-            nxt = torch.logsumexp(trans + (emissions[:, t + 1] + beta).unsqueeze(1), dim=2)  # (B, C)
+            nxt = torch.logsumexp(into + (emissions[:, t + 1] + beta).unsqueeze(1), dim=2)  # (B, C)
             # if token t+1 is padding then t is the last real token (or padding): only `end` follows
             beta = torch.where(mask[:, t + 1].unsqueeze(1), nxt, end.expand_as(nxt))
             betas.append(beta)

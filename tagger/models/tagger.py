@@ -41,17 +41,19 @@ class Tagger(nn.Module):
         return self.encoder(x, batch["mask"])  # (B,T,H)
 
     def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``batch["starts"]`` (B,T) bool, optional: sentence starts inside rows of several sentences."""
+        starts = batch.get("starts")
         if self.aux is None or not self.training:
-            return self.head.loss(self.encode(batch), batch["tags"], batch["mask"])
+            return self.head.loss(self.encode(batch), batch["tags"], batch["mask"], starts)
         hidden = self.aux.choose(batch["words"], batch["mask"])  # (B,T) positions hidden from the model
         words, chars = self.aux.hide(batch["words"], batch["chars"], hidden)
         h = self.encoder(self.embedder(words, chars), batch["mask"])  # (B,T,H)
         aux = self.aux.loss(h, batch["words"], hidden, self.embedder.word.weight)
-        return self.head.loss(h, batch["tags"], batch["mask"]) + self.aux.weight * aux
+        return self.head.loss(h, batch["tags"], batch["mask"], starts) + self.aux.weight * aux
 
     def predict(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """-> predicted tag ids (B,T), probability of each (B,T); padding positions are 0."""
-        return self.head.decode(self.encode(batch), batch["mask"])
+        return self.head.decode(self.encode(batch), batch["mask"], batch.get("starts"))
 
     def attention(self, batch: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         """Attention weights per layer, each (B,heads,T,T)."""

@@ -38,6 +38,7 @@ def test_batches_are_padded_masked_and_cover_every_sentence_once(tiny_data):
         assert (batch["tags"][batch["mask"]] >= 0).all()
         assert lengths.max() == T
         assert all(spans == [(spans[0][0], 0, n)] for spans, n in zip(batch["sentences"], lengths.tolist()))
+        assert "starts" not in batch  # one sentence per row: no edges inside rows
         seen += [spans[0][0] for spans in batch["sentences"]]
     assert sorted(seen) == list(range(len(dm.tokens("train"))))
 
@@ -55,6 +56,9 @@ def test_doc_window_packs_consecutive_sentences_of_one_document(tiny_data):
             assert len({train[i]["doc"] for i, _, _ in spans}) == 1  # never across documents
             assert [i for i, _, _ in spans] == list(range(spans[0][0], spans[0][0] + len(spans)))  # in order
             assert sum(n for _, _, n in spans) == lengths[b]
+            # the CRF's sentence edges: exactly the starts past the row's beginning
+            starts = batch["starts"][b] if "starts" in batch else torch.zeros(batch["mask"].shape[1], dtype=torch.bool)
+            assert starts.nonzero().flatten().tolist() == [start for _, start, _ in spans[1:]]
             for i, start, n in spans:
                 assert batch["tokens"][b][start : start + n] == train[i]["tokens"]
                 assert batch["tags"][b, start : start + n].tolist() == train[i]["tags"]

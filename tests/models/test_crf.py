@@ -318,3 +318,71 @@ def test_long_sequence_is_numerically_stable():
     nll = crf.nll(emissions, tags, mask)
     assert math.isfinite(nll.item()) and nll.item() >= -1e-3
     assert torch.allclose(crf.marginals(emissions, mask).sum(-1), torch.ones(2, 500), atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- sentence edges inside a row
+
+def _rows_of_sentences(C: int, seed: int):
+    """Two rows of several sentences each (lengths per row), their emissions/tags/mask/starts, and the
+    same sentences as a batch of their own."""
+    layout = [[2, 3, 1], [4, 2]]  # sentence lengths per row
+    g = torch.Generator().manual_seed(seed)
+    T = max(sum(r) for r in layout)
+    emissions = torch.randn(len(layout), T, C, generator=g, dtype=torch.float64) * 2
+    mask = torch.arange(T)[None, :] < torch.tensor([sum(r) for r in layout])[:, None]
+    tags = torch.randint(0, C, (len(layout), T), generator=g).masked_fill(~mask, 0)
+    starts = torch.zeros(len(layout), T, dtype=torch.bool)
+    pieces = []  # (row, start, length)
+    for b, row in enumerate(layout):
+        offset = 0
+        for n in row:
+            starts[b, offset] = offset > 0
+            pieces.append((b, offset, n))
+            offset += n
+    L = max(n for _, _, n in pieces)
+    s_em = torch.zeros(len(pieces), L, C, dtype=torch.float64)
+    s_tags = torch.zeros(len(pieces), L, dtype=torch.long)
+    s_mask = torch.zeros(len(pieces), L, dtype=torch.bool)
+    for i, (b, a, n) in enumerate(pieces):
+        s_em[i, :n], s_tags[i, :n], s_mask[i, :n] = emissions[b, a:a + n], tags[b, a:a + n], True
+    return emissions, tags, mask, starts, pieces, (s_em, s_tags, s_mask)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rows_with_sentence_starts_equal_their_sentences_one_by_one(seed):
+    """log Z and gold scores add up over a row's sentences, Viterbi and marginals are those of each sentence."""
+    C = len(IOB2_LABELS)
+    crf = make_crf(C, seed, IOB2_LABELS, "IOB2")
+    emissions, tags, mask, starts, pieces, (s_em, s_tags, s_mask) = _rows_of_sentences(C, seed)
+    rows = torch.tensor([b for b, _, _ in pieces])
+    per_row = lambda v: torch.zeros(emissions.shape[0], dtype=v.dtype).index_add_(0, rows, v)  # noqa: E731
+    assert torch.allclose(crf.log_partition(emissions, mask, starts), per_row(crf.log_partition(s_em, s_mask)))
+    assert torch.allclose(crf.score(emissions, tags, mask, starts), per_row(crf.score(s_em, s_tags, s_mask)))
+    best, _ = crf.decode(emissions, mask, starts)
+    s_best, _ = crf.decode(s_em, s_mask)
+    marg, s_marg = crf.marginals(emissions, mask, starts), crf.marginals(s_em, s_mask)
+    for i, (b, a, n) in enumerate(pieces):
+        assert best[b, a:a + n].tolist() == s_best[i, :n].tolist()
+        assert torch.allclose(marg[b, a:a + n], s_marg[i, :n])
+    # without the starts the row is one chain: transitions cross the edges and the figures differ
+    assert not torch.allclose(crf.log_partition(emissions, mask), crf.log_partition(emissions, mask, starts))
+
+
+def test_no_entity_is_carried_into_a_sentence_start():
+    """I- tags pushed up everywhere: a constrained row decode still opens each sentence validly."""
+    C = len(IOB2_LABELS)
+    crf = make_crf(C, 3, IOB2_LABELS, "IOB2")
+    emissions, _, mask, starts, pieces, _ = _rows_of_sentences(C, 3)
+    emissions[..., 2] += 30.0  # I-PER
+    best, _ = crf.decode(emissions, mask, starts)
+    for b, a, n in pieces:
+        assert valid_iob2([IOB2_LABELS[i] for i in best[b, a:a + n].tolist()])
+    carried, _ = crf.decode(emissions, mask)  # one chain: I-PER runs straight through every edge
+    assert any(IOB2_LABELS[carried[b, a]] == "I-PER" for b, a, _ in pieces if a > 0)
+
+
+def test_starts_must_be_a_bool_of_the_batch_shape():
+    crf = make_crf(3, 0)
+    emissions, mask, _ = make_batch([3, 2], 3, 0)
+    with pytest.raises(ValueError, match="starts"):
+        crf.decode(emissions, mask, torch.zeros(2, 2, dtype=torch.bool))
