@@ -1,11 +1,14 @@
 """Auxiliary training objectives: extra losses on the encoder's output, used in training only.
 
 ``MaskedWords`` is BERT's masked-word prediction run on the training text itself (no outside
-data): a fraction of the tokens of each training batch is hidden from the model (word vector ->
-UNK, characters -> none) and the encoder's state at each hidden position must name the word
-through the word embedding table (tied output, Press & Wolf 2017). The tagging loss still covers
-every token, so a hidden token must also be tagged from its context alone. The idea is Rei (2017)'s
-language-modelling cost for sequence labelling, in the form a bidirectional encoder allows.
+data): in a second pass over each training batch a fraction of its tokens is hidden from the model
+(word vector -> UNK, characters -> none) and the encoder's state at each hidden position must name
+the word through the word embedding table (tied output, Press & Wolf 2017). The tagging loss is
+that of the first pass, on the whole input. The idea is Rei (2017)'s language-modelling cost for
+sequence labelling, in the form a bidirectional encoder allows.
+
+A first version hid the tokens in the tagging pass itself (one pass): on CoNLL-2003 dev F1 after
+10 epochs was 79.8 against 88 without it, on EWT dev accuracy after 12 epochs 94.0 against 94.7.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from tagger.data.vocab import PAD_ID, UNK_ID
 class MaskedWords(nn.Module):
     """h (B,T,input_dim) at hidden positions -> logits over the word vocabulary (tied to the embedding)."""
 
-    def __init__(self, input_dim: int, word_dim: int, p: float = 0.15, weight: float = 0.5):
+    def __init__(self, input_dim: int, word_dim: int, p: float = 0.15, weight: float = 0.2):
         super().__init__()
         if not 0.0 < p < 1.0:
             raise ValueError(f"aux.p must be a fraction of tokens in (0, 1), got {p}")

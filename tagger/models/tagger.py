@@ -43,13 +43,14 @@ class Tagger(nn.Module):
     def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """``batch["starts"]`` (B,T) bool, optional: sentence starts inside rows of several sentences."""
         starts = batch.get("starts")
+        loss = self.head.loss(self.encode(batch), batch["tags"], batch["mask"], starts)
         if self.aux is None or not self.training:
-            return self.head.loss(self.encode(batch), batch["tags"], batch["mask"], starts)
-        hidden = self.aux.choose(batch["words"], batch["mask"])  # (B,T) positions hidden from the model
+            return loss
+        # a second pass over the same batch with some tokens hidden: the tagging loss keeps the whole input
+        hidden = self.aux.choose(batch["words"], batch["mask"])  # (B,T)
         words, chars = self.aux.hide(batch["words"], batch["chars"], hidden)
         h = self.encoder(self.embedder(words, chars), batch["mask"])  # (B,T,H)
-        aux = self.aux.loss(h, batch["words"], hidden, self.embedder.word.weight)
-        return self.head.loss(h, batch["tags"], batch["mask"], starts) + self.aux.weight * aux
+        return loss + self.aux.weight * self.aux.loss(h, batch["words"], hidden, self.embedder.word.weight)
 
     def predict(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """-> predicted tag ids (B,T), probability of each (B,T); padding positions are 0."""
