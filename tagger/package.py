@@ -110,12 +110,20 @@ def _checkpoint_here(best_json: Path) -> bool:
     return found
 
 
+def _task_of(best_json: Path) -> str | None:
+    """The task a report's best.json names (None where it cannot be read)."""
+    try:
+        return json.loads(best_json.read_text()).get("task")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        log.info("%s: not a readable best.json; skipped", best_json)
+        return None
+
+
 def find_best(task: str = "pos", roots: list[Path] | None = None) -> Path | None:
     """The best available run for ``task``: a report's ``best.json`` whose checkpoint is on this machine if there
     is one, else the run with the highest dev main metric among ``metrics.json`` files under ``multirun/`` and ``runs/``."""
     roots = roots or [REPO / "reports", REPO / "multirun", REPO / "runs"]
-    bests = [p for r in roots if r.is_dir() for p in r.rglob("best.json")]
-    bests = [p for p in bests if json.loads(p.read_text()).get("task", task) == task and _checkpoint_here(p)]
+    bests = [p for r in roots if r.is_dir() for p in r.rglob("best.json") if _task_of(p) == task and _checkpoint_here(p)]
     if bests:
         return max(bests, key=lambda p: p.stat().st_mtime)
     candidates = []

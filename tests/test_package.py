@@ -110,6 +110,9 @@ def test_find_best_prefers_best_json_then_highest_dev(tmp_path, tiny_pos_run, ti
     # a best.json from another machine (its run dir is not here) is skipped, not chosen and then failed on
     (reports / "best.json").write_text(json.dumps({"task": "pos", "run_dir": str(tmp_path / "elsewhere" / "run")}))
     assert pkg.find_best("pos", [reports, runs]) == runs / "b"
+    # nor is a best.json that is not JSON (a half-copied file): the search goes on instead of raising
+    (reports / "best.json").write_text('{"task": "pos", "run_')
+    assert pkg.find_best("pos", [reports, runs]) == runs / "b"
 
 
 def test_failure_inside_create_leaves_store_and_latest_unchanged(store, tiny_pos_run, monkeypatch):
