@@ -7,6 +7,7 @@ config and vocabulary — never from the corpus.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 import zipfile
@@ -47,6 +48,12 @@ def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    """``obj`` as indented JSON through :func:`atomic_open` (a run's metrics.json: never half-written)."""
+    with atomic_open(path) as f:
+        f.write(json.dumps(obj, indent=2, default=str).encode())
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     import sys
     from pathlib import Path
 
-    from tagger.checkpoint import CheckpointError, atomic_open, load_checkpoint
+    from tagger.checkpoint import CheckpointError, load_checkpoint, write_json
     from tagger.report import load_corpus
 
     parser = argparse.ArgumentParser(prog="python -m tagger.evaluate", description=main.__doc__.split(":")[0])
@@ -65,8 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         previous = {key: (metrics.get(key) or {}).get(main_metric) for key in fresh}
         metrics |= fresh | {"reevaluated": {"command": " ".join(["python -m tagger.evaluate", *(argv or sys.argv[1:])]),
                                             "previous": previous}}
-        with atomic_open(path) as f:  # never a half-written metrics.json
-            f.write(json.dumps(metrics, indent=2, default=str).encode())
+        write_json(path, metrics)
     return 0
 
 

@@ -24,7 +24,7 @@ import torch  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from tagger.checkpoint import load_checkpoint  # noqa: E402
+from tagger.checkpoint import load_checkpoint, write_json  # noqa: E402
 from tagger.evaluate import evaluate_split  # noqa: E402
 from tagger.metrics import MAIN_METRIC  # noqa: E402
 from tagger.models.tagger import build_tagger  # noqa: E402
@@ -127,7 +127,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             if split in datamodule.datasets:
                 results[key] = evaluate_split(model, eval_vocab, datamodule.datasets[split])
                 log.info("%s %s = %.2f", key, results["main_metric"], results[key][results["main_metric"]])
-    (out / "metrics.json").write_text(json.dumps(results, indent=2, default=str))
+    write_json(out / "metrics.json", results)  # atomic: a run dir never holds a half-written metrics.json
     print(json.dumps({k: results.get(k, {}).get(results["main_metric"]) if isinstance(results.get(k), dict) else None
                       for k in ("dev", "test")} | {"metric": results["main_metric"], "run_dir": str(out)}))
     return results
