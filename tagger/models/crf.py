@@ -156,12 +156,17 @@ class CRF(nn.Module):
         return mask
 
     @staticmethod
-    def _into(t: int, trans: Tensor, start: Tensor, end: Tensor, starts: Tensor | None) -> Tensor:
-        """Transition scores into position t: trans (C, C), or (B, C, C) with end[i] + start[j] in the
-        rows where a sentence starts at t."""
+    def _edge(start: Tensor, end: Tensor) -> Tensor:
+        """Scores of i -> j across a sentence edge: end[i] + start[j], (C, C)."""
+        return end.unsqueeze(1) + start.unsqueeze(0)
+
+    @staticmethod
+    def _into(t: int, trans: Tensor, edge: Tensor, starts: Tensor | None) -> Tensor:
+        """Transition scores into position t: trans (C, C), or (B, C, C) with ``edge`` in the rows where a
+        sentence starts at t."""
         if starts is None:
             return trans
-        return torch.where(starts[:, t, None, None], end.unsqueeze(1) + start.unsqueeze(0), trans)  # (B, C, C)
+        return torch.where(starts[:, t, None, None], edge, trans)  # (B, C, C)
 
     def _forward_alphas(self, emissions: Tensor, mask: Tensor, starts: Tensor | None = None) -> Tensor:
         """
@@ -170,11 +175,12 @@ class CRF(nn.Module):
         Returns (B, T, C).
         """
         start, trans, end = self._potentials()
+        edge = self._edge(start, end)  # (C, C)
         T = emissions.size(1)
         alpha = start + emissions[:, 0]  # (B, C)
         alphas = [alpha]
         for t in range(1, T):
-            into = self._into(t, trans, start, end, starts)  # (C, C) or (B, C, C)
+            into = self._into(t, trans, edge, starts)  # (C, C) or (B, C, C)
             # (B, C, 1) + (C, C) + (B, 1, C) -> (B, C, C), summed over the previous tag i
             nxt = torch.logsumexp(alpha.unsqueeze(2) + into + emissions[:, t].unsqueeze(1), dim=1)  # (B, C)
             alpha = torch.where(mask[:, t].unsqueeze(1), nxt, alpha)
@@ -213,7 +219,7 @@ class CRF(nn.Module):
         # left-aligned mask: transition t-1 -> t exists iff token t is real
         step = trans[tags[:, :-1], tags[:, 1:]]  # (B, T-1)
         if starts is not None:  # into a sentence start: the previous sentence ends, the next one starts
-            step = torch.where(starts[:, 1:], end[tags[:, :-1]] + start[tags[:, 1:]], step)  # (B, T-1)
+            step = torch.where(starts[:, 1:], self._edge(start, end)[tags[:, :-1], tags[:, 1:]], step)  # (B, T-1)
         step = step.masked_fill(~mask[:, 1:], 0.0).sum(dim=1)  # (B,)
         last = mask.sum(dim=1) - 1  # (B,)
         last_tags = tags.gather(1, last.unsqueeze(1)).squeeze(1)  # (B,)
@@ -252,6 +258,7 @@ class CRF(nn.Module):
         """
         mask = self._check(emissions, mask, starts=starts)
         start, trans, end = self._potentials()
+        edge = self._edge(start, end)  # (C, C)
         B, T, C = emissions.shape
         # at padding, point every tag back to itself so backtracking walks through unchanged
         identity = torch.arange(C, device=emissions.device).expand(B, C)  # (B, C)
@@ -260,7 +267,7 @@ class CRF(nn.Module):
         backpointers = []
         for t in range(1, T):
             # (B, C, 1) + (C, C) -> (B, C, C), maximised over the previous tag i
-            into = self._into(t, trans, start, end, starts)  # (C, C) or (B, C, C)
+            into = self._into(t, trans, edge, starts)  # (C, C) or (B, C, C)
             cand, prev = (best.unsqueeze(2) + into).max(dim=1)  # (B, C), (B, C)
             keep = mask[:, t].unsqueeze(1)  # (B, 1)
             best = torch.where(keep, cand + emissions[:, t], best)
@@ -283,6 +290,7 @@ class CRF(nn.Module):
         """
         mask = self._check(emissions, mask, starts=starts)
         start, trans, end = self._potentials()
+        edge = self._edge(start, end)  # (C, C)
         T = emissions.size(1)
         alphas = self._forward_alphas(emissions, mask, starts)  # (B, T, C)
 
@@ -290,7 +298,7 @@ class CRF(nn.Module):
         beta = end.expand_as(alphas[:, -1])  # (B, C)
         betas = [beta]
         for t in range(T - 2, -1, -1):
-            into = self._into(t + 1, trans, start, end, starts)  # (C, C) or (B, C, C)
+            into = self._into(t + 1, trans, edge, starts)  # (C, C) or (B, C, C)
             # (C, C) + (B, 1, C) -> (B, C, C), summed over the next tag j
             nxt = torch.logsumexp(into + (emissions[:, t + 1] + beta).unsqueeze(1), dim=2)  # (B, C)
             # if token t+1 is padding then t is the last real token (or padding): only `end` follows
