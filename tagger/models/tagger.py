@@ -49,7 +49,7 @@ class Tagger(nn.Module):
         # a second pass over the same batch with some tokens hidden: the tagging loss keeps the whole input
         hidden = self.aux.choose(batch["words"], batch["mask"])  # (B,T)
         words, chars = self.aux.hide(batch["words"], batch["chars"], hidden)
-        h = self.encoder(self.embedder(words, chars), batch["mask"])  # (B,T,H)
+        h = self.encode({**batch, "words": words, "chars": chars})  # (B,T,H)
         return loss + self.aux.weight * self.aux.loss(h, batch["words"], hidden, self.embedder.word.weight)
 
     def predict(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
