@@ -146,6 +146,7 @@ class Predictor:
         else:
             runs, size, overlap = [[s] for s in range(len(sentences))], self.window, self.overlap
         streams = [[t for s in run for t in sentences[s]] for run in runs]
+        # where each sentence starts in its stream (the CRF's sentence edges; where the stream is cut back)
         offsets = [list(itertools.accumulate((len(sentences[s]) for s in run[:-1]), initial=0)) for run in runs]
         pieces = []  # (stream index, start, end)
         for u, tokens in enumerate(streams):
@@ -175,15 +176,13 @@ class Predictor:
                     best[u][a + j] = (margin, tags[j], probs[j])
         labels = self.vocab.labels
         out: list[list[TokenPrediction]] = [[] for _ in sentences]
-        for run, merged in zip(runs, best):
-            start = 0
-            for s in run:  # cut the stream back into its sentences
+        for run, run_offsets, merged in zip(runs, offsets, best):
+            for s, start in zip(run, run_offsets):  # cut the stream back into its sentences
                 part = merged[start : start + len(sentences[s])]
                 tags = [labels[t] for _, t, _ in part]
                 if len(run) > 1:
                     tags = close_entities(tags, self.vocab.tag_scheme, labels)
                 out[s] = [TokenPrediction(tag, float(pr)) for tag, (_, _, pr) in zip(tags, part)]
-                start += len(sentences[s])
         return out
 
     def tags(self, sentences: list[list[str]], docs: Sequence[Hashable] | None = None) -> list[list[str]]:
