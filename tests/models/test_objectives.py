@@ -74,19 +74,20 @@ def test_hidden_words_are_learned_from_their_context():
     tagger = _tagger(aux=MaskedWords(32, 16, p=0.15, weight=1.0)).train()
     opt = torch.optim.Adam(tagger.parameters(), lr=3e-3)
 
+    def counting() -> torch.Tensor:
+        return 2 + (torch.randint(0, 10, (32, 1)) + torch.arange(12)) % 10  # (32,12) words 2..11, counting up
+
     def aux_loss() -> torch.Tensor:
-        start = torch.randint(2, 12, (32, 1))
-        words = 2 + (start - 2 + torch.arange(12)) % 10  # (32,12)
-        batch = _batch(words)
-        hidden = tagger.aux.choose(words, batch["mask"])
-        w, c = tagger.aux.hide(words, batch["chars"], hidden)
-        h = tagger.encoder(tagger.embedder(w, c), batch["mask"])
-        return tagger.aux.loss(h, words, hidden, tagger.embedder.word.weight)
+        batch = _batch(counting())
+        hidden = tagger.aux.choose(batch["words"], batch["mask"])
+        w, c = tagger.aux.hide(batch["words"], batch["chars"], hidden)
+        h = tagger.encode({**batch, "words": w, "chars": c})
+        return tagger.aux.loss(h, batch["words"], hidden, tagger.embedder.word.weight)
 
     first = aux_loss().item()
     for _ in range(300):
         opt.zero_grad()
-        tagger.loss(_batch(2 + (torch.randint(0, 10, (32, 1)) + torch.arange(12)) % 10)).backward()
+        tagger.loss(_batch(counting())).backward()
         opt.step()
     with torch.no_grad():
         last = sum(aux_loss().item() for _ in range(5)) / 5
