@@ -36,6 +36,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
+from tagger.fileio import write_text  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 FAMILIES = ("window_fc", "bilstm", "self_attention")
 BATCH_SIZES = (1, 32, 256)
@@ -541,8 +543,8 @@ def main(argv: list[str] | None = None) -> int:
                 results["http"] = bench_http(args, work, roots)
     results["targets"] = check_targets(results)
     args.out.mkdir(parents=True, exist_ok=True)
-    out_json.write_text(json.dumps(results, indent=2))
-    (args.out / "bench.md").write_text(render(results))
+    write_text(out_json, json.dumps(results, indent=2))
+    write_text(args.out / "bench.md", render(results))
     print(json.dumps({"report": str(args.out / "bench.md"), "targets": results["targets"]}, indent=1))
     return 0
 

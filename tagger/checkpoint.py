@@ -6,19 +6,16 @@ config and vocabulary — never from the corpus.
 """
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any
 
 import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 
 from tagger.data.vocab import Vocab
+from tagger.fileio import atomic_open
 from tagger.models.tagger import Tagger, build_tagger
 
 CHECKPOINT_KEY = "tagger"
@@ -26,34 +23,6 @@ CHECKPOINT_KEY = "tagger"
 
 class CheckpointError(RuntimeError):
     """A checkpoint is missing, truncated, corrupted or not a tagger checkpoint."""
-
-
-@contextlib.contextmanager
-def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
-    """A binary file that becomes ``path`` only if the block completes: written to a temporary file in the
-    same folder, flushed to disk, then renamed (atomic on POSIX). A crash or error mid-write leaves the old
-    file, or none, never a half-written one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json(path: str | os.PathLike, obj: Any) -> None:
-    """``obj`` as indented JSON through :func:`atomic_open` (a run's metrics.json: never half-written)."""
-    with atomic_open(path) as f:
-        f.write(json.dumps(obj, indent=2, default=str).encode())
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

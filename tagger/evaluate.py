@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     import sys
     from pathlib import Path
 
-    from tagger.checkpoint import CheckpointError, load_checkpoint, write_json
+    from tagger.checkpoint import CheckpointError, load_checkpoint
+    from tagger.fileio import write_json
     from tagger.report import load_corpus
 
     parser = argparse.ArgumentParser(prog="python -m tagger.evaluate", description=main.__doc__.split(":")[0])

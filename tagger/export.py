@@ -209,7 +209,8 @@ def _checkpoint_of(source: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tagger.checkpoint import CheckpointError, atomic_open, load_checkpoint
+    from tagger.checkpoint import CheckpointError, load_checkpoint
+    from tagger.fileio import atomic_open
 
     parser = argparse.ArgumentParser(prog="python -m tagger.export", description=__doc__.split("\n\n")[0])
     parser.add_argument("source", type=Path, help="run dir (checkpoints/best.ckpt) or a .ckpt file")

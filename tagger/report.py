@@ -1192,7 +1192,7 @@ def make_report(paths: Sequence[Path], out: Path, args: argparse.Namespace) -> d
     title = c.args.title or f"{task.upper()} comparison"
     (out / "report.html").write_text(c.doc.html(title), encoding="utf-8")
     if best is not None:
-        from tagger.checkpoint import write_json
+        from tagger.fileio import write_json
 
         write_json(out / "best.json", best_json(best, c))  # what packaging reads: never half-written
     return {"out": str(out), "runs": len(runs), "completed": sum(r.ok for r in runs), "missing": len(missing),

@@ -14,6 +14,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from tagger.fileio import write_text
+
 
 def find_runs(paths: list[str]) -> list[Path]:
     runs = []
@@ -76,8 +78,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"no finished run (metrics.json) under {args.runs}")
     fresh = {r["run_dir"] for r in new}
     lines = [l for l in lines if l["run_dir"] not in fresh] + new
-    jsonl.write_text("".join(json.dumps(l) + "\n" for l in lines))
-    (out / "results.md").write_text(render_markdown(lines))
+    markdown = render_markdown(lines)  # rendered before either file is replaced: both change, or neither
+    write_text(jsonl, "".join(json.dumps(l) + "\n" for l in lines))
+    write_text(out / "results.md", markdown)
     print(f"{len(new)} run(s) -> {jsonl} ({len(lines)} lines), {out / 'results.md'}")
 
 

@@ -24,7 +24,8 @@ import torch  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from tagger.checkpoint import load_checkpoint, write_json  # noqa: E402
+from tagger.checkpoint import load_checkpoint  # noqa: E402
+from tagger.fileio import write_json  # noqa: E402
 from tagger.evaluate import evaluate_split  # noqa: E402
 from tagger.metrics import MAIN_METRIC  # noqa: E402
 from tagger.models.tagger import build_tagger  # noqa: E402

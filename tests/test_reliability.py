@@ -273,3 +273,18 @@ def test_predictor_tags_every_token_of_any_input(predictors, sentences):
     onnx = fast.predict(sentences)
     for a, b in zip(out, onnx):
         assert [t.tag for t in a] == [t.tag for t in b]
+
+
+def test_atomic_write_interrupted_by_an_error_keeps_the_old_file_and_no_temp(tmp_path):
+    from tagger.fileio import atomic_open, write_text
+
+    path = tmp_path / "vocab.json"
+    write_text(path, "old")
+    with pytest.raises(RuntimeError):
+        with atomic_open(path) as f:
+            f.write(b"half of the new")
+            raise RuntimeError("interrupted")
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["vocab.json"]
+    write_text(path, "new ü")
+    assert path.read_text(encoding="utf-8") == "new ü" and oct(path.stat().st_mode & 0o777) != "0o600"

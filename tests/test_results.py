@@ -26,3 +26,25 @@ def test_results_lines_replace_not_duplicate_and_markdown_aggregates(tmp_path):
     assert lines[0]["dev"] in (90.0, 92.0) and "command" in lines[0]
     md = (out / "results.md").read_text()
     assert "91.00 ± 1.41" in md and "90.00 ± 1.41" in md  # mean ± sample std of (90, 92) and (89, 91)
+
+
+def test_a_failure_while_writing_leaves_both_files_as_they_were(tmp_path, monkeypatch):
+    """results.jsonl and results.md change together or not at all: an error while rendering the new
+    table (after the new lines are known) must not leave a results.jsonl that results.md does not show."""
+    import tagger.results
+
+    _run(tmp_path / "sweep" / "a", "bilstm", 1, 90.0, 89.0)
+    out = tmp_path / "reports"
+    main([str(tmp_path / "sweep"), "--out", str(out)])
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    _run(tmp_path / "sweep2" / "b", "bilstm", 2, 92.0, 91.0)
+
+    def broken(lines):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(tagger.results, "render_markdown", broken)
+    try:
+        main([str(tmp_path / "sweep2"), "--out", str(out)])
+    except RuntimeError:
+        pass
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no temp file left either
