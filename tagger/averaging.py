@@ -14,6 +14,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import WeightAveraging
+from pytorch_lightning.trainer.states import TrainerFn
 
 
 class TailAveraging(WeightAveraging):
@@ -41,9 +42,14 @@ class TailAveraging(WeightAveraging):
         """True once the average holds at least one epoch's weights."""
         return self._average_model is not None and int(self._average_model.n_averaged) > 0
 
-    # Lightning validates before on_train_epoch_end, where the average is updated: validation after
-    # epoch k sees the average of epochs start..k-1, and epoch `start` itself is validated unaveraged.
+    # Lightning validates an epoch before its on_train_epoch_end, where WeightAveraging adds the epoch to
+    # the average, and ModelCheckpoint saves after that: best.ckpt would hold one epoch more than the
+    # weights its score was measured on. So the epoch joins the average here, before it is validated;
+    # on_train_epoch_end still adds an epoch that was not validated (its check sees it done otherwise).
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        at_epoch_end = getattr(trainer.fit_loop.epoch_loop.batch_progress, "is_last_batch", False)
+        if trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking and at_epoch_end:
+            self.on_train_epoch_end(trainer, pl_module)
         if self.averaging():
             super().on_validation_epoch_start(trainer, pl_module)
 

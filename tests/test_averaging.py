@@ -95,3 +95,24 @@ def test_callbacks_swa_trains_through_hydra_and_the_best_checkpoint_loads(tmp_pa
     assert 0 <= m["dev"]["acc"] <= 100
     loaded = load_checkpoint(out / "checkpoints" / "last.ckpt")  # weights_only load of an averaged checkpoint
     assert loaded.tagger is not None
+
+
+def test_best_checkpoint_holds_the_weights_its_score_was_measured_on(tmp_path):
+    """ModelCheckpoint saves at the train epoch's end, after validation: the average it stores must be
+    the one that was validated, not one with the epoch's weights added afterwards."""
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    torch.manual_seed(0)
+    model = _Linear()
+    ckpt = ModelCheckpoint(dirpath=tmp_path, filename="best", monitor="val/loss", mode="min", save_top_k=1)
+    trainer = pl.Trainer(max_epochs=5, callbacks=[TailAveraging(start=1), ckpt], logger=False,
+                         enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(model, _loader(1), _loader(2))
+    state = torch.load(tmp_path / "best.ckpt", weights_only=True)["state_dict"]
+    best = _Linear()
+    best.load_state_dict(state)
+    val = torch.stack([nn.functional.mse_loss(best.layer(x), y) for x, y in _loader(2)]).mean()
+    assert torch.isclose(val, ckpt.best_model_score, rtol=1e-5), (val, ckpt.best_model_score)
+    epoch = torch.load(tmp_path / "best.ckpt", weights_only=True)["epoch"]
+    expected = torch.stack([s["weight"] for s in model.seen[1:epoch + 1]]).mean(0)
+    assert torch.allclose(state["layer.weight"], expected, atol=1e-6)
