@@ -85,18 +85,20 @@ def test_learned_positions_shorter_than_dev_sentences_validate_in_windows(tmp_pa
     assert m["dev"]["n_tokens"] > 0 and m["config"]["model"]["max_len"] == 5
 
 
-@pytest.mark.parametrize("model", ["self_attention", "bilstm"])
-def test_auxiliary_masked_words_trains_and_the_checkpoint_keeps_it(tmp_path, tiny_data, model):
-    """aux=masked_words through Hydra: saved in the checkpoint config, rebuilt on load, absent from predictions."""
+@pytest.mark.parametrize("model, aux, key, value", [("self_attention", "masked_words", "p", 0.3),
+                                                     ("bilstm", "masked_words", "p", 0.3),
+                                                     ("self_attention", "adversarial", "epsilon", 0.02)])
+def test_auxiliary_objective_trains_and_the_checkpoint_keeps_it(tmp_path, tiny_data, model, aux, key, value):
+    """aux=... through Hydra: saved in the checkpoint config, rebuilt on load, absent from predictions."""
     from tagger.checkpoint import load_checkpoint
     from tagger.inference import Predictor
 
-    out = train_tiny(tmp_path, tiny_data, ["data=conll2003", f"model={model}", "head=crf", "aux=masked_words",
-                                           "aux.p=0.3", "trainer.max_epochs=1"])
+    out = train_tiny(tmp_path, tiny_data, ["data=conll2003", f"model={model}", "head=crf", f"aux={aux}",
+                                           f"aux.{key}={value}", "trainer.max_epochs=1"])
     m = json.loads((out / "metrics.json").read_text())
-    assert m["config"]["aux"]["p"] == 0.3
+    assert m["config"]["aux"][key] == value
     loaded = load_checkpoint(Path(m["best_checkpoint"]))
-    assert loaded.tagger.aux is not None and loaded.tagger.aux.p == 0.3
+    assert loaded.tagger.aux is not None and getattr(loaded.tagger.aux, key) == value
     sent = ["John", "lives", "in", "Paris"]
     assert len(Predictor(loaded.tagger, loaded.vocab).predict([sent])[0]) == len(sent)
 

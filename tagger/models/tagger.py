@@ -42,15 +42,11 @@ class Tagger(nn.Module):
 
     def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """``batch["starts"]`` (B,T) bool, optional: sentence starts inside rows of several sentences."""
-        starts = batch.get("starts")
-        loss = self.head.loss(self.encode(batch), batch["tags"], batch["mask"], starts)
+        x = self.embedder(batch["words"], batch["chars"])  # (B,T,D)
+        loss = self.head.loss(self.encoder(x, batch["mask"]), batch["tags"], batch["mask"], batch.get("starts"))
         if self.aux is None or not self.training:
             return loss
-        # a second pass over the same batch with some tokens hidden: the tagging loss keeps the whole input
-        hidden = self.aux.choose(batch["words"], batch["mask"])  # (B,T)
-        words, chars = self.aux.hide(batch["words"], batch["chars"], hidden)
-        h = self.encode({**batch, "words": words, "chars": chars})  # (B,T,H)
-        return loss + self.aux.weight * self.aux.loss(h, batch["words"], hidden, self.embedder.word.weight)
+        return loss + self.aux.weight * self.aux.term(self, batch, x, loss)  # a second pass (objectives.py)
 
     def predict(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """-> predicted tag ids (B,T), probability of each (B,T); padding positions are 0."""

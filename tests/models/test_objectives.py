@@ -6,12 +6,12 @@ import torch
 from tagger.data.vocab import PAD_ID, UNK_ID
 from tagger.models.embedder import Embedder
 from tagger.models.heads import SoftmaxHead
-from tagger.models.objectives import MaskedWords
+from tagger.models.objectives import Adversarial, MaskedWords
 from tagger.models.self_attention import SelfAttentionEncoder
 from tagger.models.tagger import Tagger
 
 
-def _tagger(num_words: int = 12, aux: MaskedWords | None = None, d: int = 32) -> Tagger:
+def _tagger(num_words: int = 12, aux: torch.nn.Module | None = None, d: int = 32) -> Tagger:
     emb = Embedder(num_words, 6, word_dim=16, char_dim=4, char_filters=4, dropout=0.0, word_dropout=0.0)
     enc = SelfAttentionEncoder(emb.output_dim, d_model=d, heads=2, layers=1, ffn_dim=d, dropout=0.0, attn_dropout=0.0,
                                pos_encoding="sinusoidal")
@@ -99,3 +99,62 @@ def test_hidden_words_are_learned_from_their_context():
 def test_bad_values_name_the_key(kwargs, key):
     with pytest.raises(ValueError, match=key):
         MaskedWords(**{"input_dim": 8, "word_dim": 4, **kwargs})
+
+
+# -- adversarial training ------------------------------------------------------------------------
+def _embedded(tagger: Tagger, words: torch.Tensor):
+    batch = _batch(words)
+    x = tagger.embedder(batch["words"], batch["chars"])  # (B,T,D)
+    loss = tagger.head.loss(tagger.encoder(x, batch["mask"]), batch["tags"], batch["mask"])
+    return batch, x, loss
+
+
+def test_adversarial_step_is_epsilon_of_each_rows_norm_and_zero_on_padding():
+    torch.manual_seed(0)
+    aux = Adversarial(epsilon=0.1)
+    tagger = _tagger(aux=aux).eval()
+    words = torch.randint(2, 12, (3, 8))
+    words[1, 5:] = PAD_ID
+    batch, x, loss = _embedded(tagger, words)
+    r = aux.perturbation(x, loss, batch["mask"])
+    assert not r.requires_grad and r.shape == x.shape
+    assert torch.all(r[1, 5:] == 0)
+    x_norm = (x.detach() * batch["mask"].unsqueeze(-1)).flatten(1).norm(dim=1)
+    assert torch.allclose(r.flatten(1).norm(dim=1), 0.1 * x_norm, rtol=1e-5)
+
+
+def test_adversarial_step_raises_the_loss_more_than_a_random_step_of_the_same_size():
+    torch.manual_seed(0)
+    aux = Adversarial(epsilon=0.05)
+    tagger = _tagger(aux=aux).eval()
+    batch, x, loss = _embedded(tagger, torch.randint(2, 12, (4, 9)))
+    r = aux.perturbation(x, loss, batch["mask"])
+    noise = torch.randn_like(r) * batch["mask"].unsqueeze(-1)
+    noise = noise * (r.flatten(1).norm(dim=1) / noise.flatten(1).norm(dim=1))[:, None, None]
+
+    def loss_at(y):
+        return tagger.head.loss(tagger.encoder(y, batch["mask"]), batch["tags"], batch["mask"]).item()
+
+    clean, adversarial, random = loss_at(x.detach()), loss_at(x.detach() + r), loss_at(x.detach() + noise)
+    assert adversarial > clean and adversarial - clean > 3 * abs(random - clean), (clean, adversarial, random)
+
+
+def test_adversarial_training_adds_the_second_pass_in_training_only():
+    torch.manual_seed(0)
+    tagger = _tagger(aux=Adversarial(epsilon=0.05, weight=0.5))
+    batch = _batch(torch.randint(2, 12, (3, 7)))
+    tagger.eval()
+    clean = tagger.loss(batch)
+    tagger.train()  # no dropout in _tagger: the training loss is the clean one + 0.5 x the perturbed one
+    _, x, loss = _embedded(tagger, batch["words"])
+    perturbed = tagger.head.loss(tagger.encoder(x + tagger.aux.perturbation(x, loss, batch["mask"]), batch["mask"]),
+                                 batch["tags"], batch["mask"])
+    assert torch.isclose(tagger.loss(batch), clean + 0.5 * perturbed, rtol=1e-5)
+    assert perturbed > clean
+
+
+@pytest.mark.parametrize("kwargs, key", [({"epsilon": 0.0}, "aux.epsilon"), ({"epsilon": 1.0}, "aux.epsilon"),
+                                         ({"weight": -1.0}, "aux.weight")])
+def test_adversarial_bad_values_name_the_key(kwargs, key):
+    with pytest.raises(ValueError, match=key):
+        Adversarial(**kwargs)
