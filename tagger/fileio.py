@@ -1,5 +1,6 @@
-"""Files that are never half-written: every file the project writes for later reading (checkpoints,
-metrics.json, vocab.json, results.jsonl, reports' JSON) goes through :func:`atomic_open`."""
+"""Files that are never half-written: what a later step reads back (checkpoints, metrics.json, vocab.json,
+results.jsonl/results.md, a report's best.json, bench.json, the ONNX export) goes through :func:`atomic_open`.
+A packaged model's files are written inside BentoML's model-creation block, which keeps nothing on an error."""
 from __future__ import annotations
 
 import contextlib
@@ -34,8 +35,7 @@ def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:
     """``obj`` as indented JSON through :func:`atomic_open` (a run's metrics.json: never half-written)."""
-    with atomic_open(path) as f:
-        f.write(json.dumps(obj, indent=2, default=str).encode())
+    write_text(path, json.dumps(obj, indent=2, default=str))
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

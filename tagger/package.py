@@ -34,6 +34,7 @@ import torch
 
 from tagger.checkpoint import CheckpointError, LoadedModel, load_checkpoint, model_from_parts
 from tagger.data.vocab import Vocab
+from tagger.fileio import write_json
 from tagger.inference import Predictor
 from tagger.models.tagger import Tagger
 
@@ -227,9 +228,9 @@ def weights_bytes(tagger: Tagger) -> bytes:
 def write_parts(folder: Path, loaded: LoadedModel, weights: bytes, metrics: dict[str, Any]) -> None:
     """Write weights, vocab, model config and run info into ``folder``."""
     (folder / WEIGHTS).write_bytes(weights)
-    (folder / VOCAB).write_text(json.dumps(loaded.vocab.to_dict(), ensure_ascii=False), encoding="utf-8")
-    (folder / MODEL_CONFIG).write_text(json.dumps(loaded.config, indent=2))
-    (folder / RUN_INFO).write_text(json.dumps(metrics, indent=2, default=str))
+    loaded.vocab.save(folder / VOCAB)
+    write_json(folder / MODEL_CONFIG, loaded.config)
+    write_json(folder / RUN_INFO, metrics)
 
 
 @dataclass
@@ -260,7 +261,7 @@ def load_parts(folder: str | Path, metadata: dict[str, Any], tag: str) -> Packag
     folder = Path(folder)
     check_parts(folder, metadata, tag)
     try:
-        vocab = Vocab.from_dict(json.loads((folder / VOCAB).read_text(encoding="utf-8")))
+        vocab = Vocab.load(folder / VOCAB)
         config = json.loads((folder / MODEL_CONFIG).read_text())
         state = load_file(str(folder / WEIGHTS))
     except (ValueError, TypeError, KeyError, SafetensorError) as e:
