@@ -97,5 +97,5 @@ class Adversarial(nn.Module):
 
     def term(self, tagger: nn.Module, batch: dict[str, torch.Tensor], x: torch.Tensor, loss: torch.Tensor) -> torch.Tensor:
         r = self.perturbation(x, loss, batch["mask"])  # (B,T,D)
-        h = tagger.encoder(x + r, batch["mask"])  # (B,T,H)
+        h = tagger.encode(batch, x + r)  # (B,T,H)
         return tagger.head.loss(h, batch["tags"], batch["mask"], batch.get("starts"))

@@ -36,14 +36,17 @@ class Tagger(nn.Module):
         """Longest input the encoder accepts in one piece (None: any length)."""
         return getattr(self.encoder, "max_len", None)
 
-    def encode(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        x = self.embedder(batch["words"], batch["chars"])  # (B,T,D)
-        return self.encoder(x, batch["mask"])  # (B,T,H)
+    def embed(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.embedder(batch["words"], batch["chars"])  # (B,T,D)
+
+    def encode(self, batch: dict[str, torch.Tensor], x: torch.Tensor | None = None) -> torch.Tensor:
+        """``x`` (B,T,D): the embedder output when the caller has it already (the auxiliary objectives)."""
+        return self.encoder(self.embed(batch) if x is None else x, batch["mask"])  # (B,T,H)
 
     def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """``batch["starts"]`` (B,T) bool, optional: sentence starts inside rows of several sentences."""
-        x = self.embedder(batch["words"], batch["chars"])  # (B,T,D)
-        loss = self.head.loss(self.encoder(x, batch["mask"]), batch["tags"], batch["mask"], batch.get("starts"))
+        x = self.embed(batch)  # (B,T,D)
+        loss = self.head.loss(self.encode(batch, x), batch["tags"], batch["mask"], batch.get("starts"))
         if self.aux is None or not self.training:
             return loss
         return loss + self.aux.weight * self.aux.term(self, batch, x, loss)  # a second pass (objectives.py)
@@ -56,8 +59,7 @@ class Tagger(nn.Module):
         """Attention weights per layer, each (B,heads,T,T)."""
         if not self.supports_attention:
             raise AttentionNotSupported(f"{type(self.encoder).__name__} has no attention weights")
-        x = self.embedder(batch["words"], batch["chars"])
-        _, weights = self.encoder(x, batch["mask"], need_weights=True)
+        _, weights = self.encoder(self.embed(batch), batch["mask"], need_weights=True)
         return weights
 
 
