@@ -108,8 +108,15 @@ def test_auxiliary_objective_bad_value_names_the_key(tmp_path, tiny_data):
         train_tiny(tmp_path, tiny_data, ["aux=masked_words", "aux.p=1.5", "+trainer.fast_dev_run=true"])
 
 
-def test_best_ner_recipe_is_the_configuration_its_results_were_trained_with(tmp_path, tiny_data):
-    """experiment=ner_self_attention_best is shorthand for the overrides its README figures were run with."""
+@pytest.mark.parametrize("recipe, overrides", [
+    ("ner_self_attention_best", ["experiment=compare_ner", "model=self_attention_ner", "data.doc_window=128",
+                                 "data.batch_size=5", "model.window=[3,null]", "trainer.max_epochs=25",
+                                 "callbacks.early_stopping.patience=6", "aux=adversarial", "aux.epsilon=0.02"]),
+    ("pos_self_attention_best", ["experiment=compare_pos", "model=self_attention", "trainer.max_epochs=25",
+                                 "callbacks.early_stopping.patience=6", "aux=adversarial", "aux.epsilon=0.02"]),
+])
+def test_best_recipe_is_the_configuration_its_results_were_trained_with(tmp_path, tiny_data, recipe, overrides):
+    """experiment=<task>_self_attention_best is shorthand for the overrides its README figures were run with."""
     from omegaconf import OmegaConf
 
     def plain(overrides):
@@ -118,8 +125,6 @@ def test_best_ner_recipe_is_the_configuration_its_results_were_trained_with(tmp_
         d.pop("hydra")
         return d
 
-    recipe = plain(["experiment=ner_self_attention_best"])
-    assert recipe == plain(["experiment=compare_ner", "model=self_attention_ner", "data.doc_window=128", "data.batch_size=5",
-                            "model.window=[3,null]", "trainer.max_epochs=25", "callbacks.early_stopping.patience=6",
-                            "aux=adversarial", "aux.epsilon=0.02"])
-    assert recipe["aux"]["_target_"].endswith("Adversarial") and recipe["model"]["window"] == [3, None]
+    composed = plain([f"experiment={recipe}"])
+    assert composed == plain(overrides)
+    assert composed["aux"]["_target_"].endswith("Adversarial") and composed["aux"]["epsilon"] == 0.02
