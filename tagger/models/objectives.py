@@ -74,11 +74,9 @@ class Adversarial(nn.Module):
     ``epsilon * ||x|| * g / ||g||`` with ``g`` the gradient of the tagging loss with respect to the
     embedder's output ``x`` over the row's real tokens: its size is a fraction ``epsilon`` of the
     row's own embedding norm, since these embeddings are not normalised (Miyato et al. normalise
-    theirs and fix the norm instead). ``input_dim``/``word_dim`` are given by ``build_tagger`` to
-    every objective; this one needs neither."""
+    theirs and fix the norm instead)."""
 
-    def __init__(self, epsilon: float = 0.05, weight: float = 1.0, input_dim: int | None = None,
-                 word_dim: int | None = None):
+    def __init__(self, epsilon: float = 0.05, weight: float = 1.0):
         super().__init__()
         if not 0.0 < epsilon < 1.0:
             raise ValueError(f"aux.epsilon must be a fraction of the embedding norm in (0, 1), got {epsilon}")

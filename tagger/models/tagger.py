@@ -1,11 +1,12 @@
 """Tagger = embedder -> encoder -> head, built from config dicts and a vocabulary."""
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
 import torch.nn as nn
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 
 from tagger.data.vocab import Vocab
 
@@ -80,6 +81,9 @@ def build_tagger(config: dict[str, Any], vocab: Vocab, pretrained: bool = True) 
     head = instantiate(config["head"], input_dim=encoder.output_dim, labels=vocab.labels, scheme=vocab.tag_scheme)
     aux = None
     if config.get("aux"):
-        aux = instantiate(config["aux"], input_dim=encoder.output_dim,
-                          word_dim=embedder.word.embedding_dim if embedder.word is not None else 0)
+        # each objective's constructor names the sizes it needs (MaskedWords: both; Adversarial: none)
+        sizes = {"input_dim": encoder.output_dim,
+                 "word_dim": embedder.word.embedding_dim if embedder.word is not None else 0}
+        wanted = inspect.signature(get_class(config["aux"]["_target_"])).parameters
+        aux = instantiate(config["aux"], **{k: v for k, v in sizes.items() if k in wanted})
     return Tagger(embedder, encoder, head, doc_window=config.get("doc_window"), aux=aux)
