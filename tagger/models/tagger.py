@@ -1,12 +1,12 @@
 """Tagger = embedder -> encoder -> head, built from config dicts and a vocabulary."""
 from __future__ import annotations
 
+import importlib
 import inspect
 from typing import Any
 
 import torch
 import torch.nn as nn
-from hydra.utils import get_class, instantiate
 
 from tagger.data.vocab import Vocab
 
@@ -64,6 +64,30 @@ class Tagger(nn.Module):
         return weights
 
 
+def target_class(target: str) -> type:
+    """The class a config's ``_target_`` names (``package.module.Class``)."""
+    module, _, name = target.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise ValueError(f"_target_ {target!r} names no importable class: {e}") from e
+
+
+def construct(config: dict[str, Any], **objects: Any) -> Any:
+    """The object a flat config dict describes: ``_target_`` called with the config's values plus ``objects``.
+
+    The config holds settings only; data (vocabulary words, characters, labels, vector tables) arrives in
+    ``objects`` as plain Python values and is handed to the constructor untouched, never through OmegaConf,
+    where a corpus token such as ``???`` or ``${x}`` would be read as config syntax. Saved model configs are
+    flat (no nested ``_target_``), so this needs no Hydra: loading a model for serving stays free of it.
+    """
+    settings = {k: v for k, v in config.items() if k != "_target_"}
+    clash = settings.keys() & objects.keys()
+    if clash:
+        raise ValueError(f"{config['_target_']}: {sorted(clash)} come from the data, not the config")
+    return target_class(config["_target_"])(**settings, **objects)
+
+
 def build_tagger(config: dict[str, Any], vocab: Vocab, pretrained: bool = True) -> Tagger:
     """config: {"embedder": {...}, "model": {...}, "head": {...}}, each with a ``_target_``, and
     optionally "doc_window" (the ``data.doc_window`` the model was trained with) and "aux" (an auxiliary
@@ -74,16 +98,16 @@ def build_tagger(config: dict[str, Any], vocab: Vocab, pretrained: bool = True) 
     emb_cfg = dict(config["embedder"])
     if not pretrained or not emb_cfg.get("pretrained"):
         emb_cfg["pretrained"] = None
-    embedder = instantiate(emb_cfg, num_words=len(vocab.words), num_chars=len(vocab.chars),
-                           words=vocab.words if emb_cfg["pretrained"] else None,
-                           word_counts=vocab.counts, chars=vocab.chars)
-    encoder = instantiate(config["model"], input_dim=embedder.output_dim)
-    head = instantiate(config["head"], input_dim=encoder.output_dim, labels=vocab.labels, scheme=vocab.tag_scheme)
+    embedder = construct(emb_cfg, num_words=len(vocab.words), num_chars=len(vocab.chars),
+                         words=vocab.words if emb_cfg["pretrained"] else None,
+                         word_counts=vocab.counts, chars=vocab.chars)
+    encoder = construct(config["model"], input_dim=embedder.output_dim)
+    head = construct(config["head"], input_dim=encoder.output_dim, labels=vocab.labels, scheme=vocab.tag_scheme)
     aux = None
     if config.get("aux"):
         # each objective's constructor names the sizes it needs (MaskedWords: both; Adversarial: none)
         sizes = {"input_dim": encoder.output_dim,
                  "word_dim": embedder.word.embedding_dim if embedder.word is not None else 0}
-        wanted = inspect.signature(get_class(config["aux"]["_target_"])).parameters
-        aux = instantiate(config["aux"], **{k: v for k, v in sizes.items() if k in wanted})
+        wanted = inspect.signature(target_class(config["aux"]["_target_"])).parameters
+        aux = construct(config["aux"], **{k: v for k, v in sizes.items() if k in wanted})
     return Tagger(embedder, encoder, head, doc_window=config.get("doc_window"), aux=aux)
