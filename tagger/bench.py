@@ -152,7 +152,7 @@ def load_family(family: str, data_dir: Path, extra_roots: list[Path]):
     vocab = Vocab.build([s["tokens"] for s in train], labels, "pos")
     config = model_config(cfg)
     config["embedder"]["pretrained"] = None
-    return build_tagger(config, vocab, pretrained=False).eval(), vocab, "untrained weights (no trained run found)"
+    return build_tagger(config, vocab).eval(), vocab, "untrained weights (no trained run found)"
 
 
 def time_predict(predictors: dict[str, Any], sentences: list[list[str]], repeats: int) -> dict[str, list[float]]:

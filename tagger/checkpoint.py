@@ -65,7 +65,7 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
 
 
 def model_from_parts(config: dict[str, Any], vocab: Vocab, state_dict: dict[str, torch.Tensor], source: str) -> Tagger:
-    tagger = build_tagger(config, vocab, pretrained=False)
+    tagger = build_tagger(config, vocab)
     try:
         tagger.load_state_dict(state_dict)
     except RuntimeError as e:

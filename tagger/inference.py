@@ -104,7 +104,7 @@ class InferenceGraph(nn.Module):
                 mask: torch.Tensor) -> torch.Tensor:
         feats = []
         if self.embedder.word is not None:
-            feats.append(self.embedder.word(words))  # (B,T,word_dim)
+            feats.append(self.embedder.lookup(words))  # (B,T,word_dim)
         per_type = self.embedder.spelling(type_chars.unsqueeze(0))  # (1,U,char_filters+case_dim) or None
         if per_type is not None:
             feats.append(per_type.squeeze(0)[types])  # (B,T,char_filters+case_dim)

@@ -30,6 +30,7 @@ from tagger.evaluate import evaluate_split  # noqa: E402
 from tagger.metrics import MAIN_METRIC  # noqa: E402
 from tagger.models.tagger import build_tagger  # noqa: E402
 from tagger.module import TaggerModule  # noqa: E402
+from tagger.vectors import load_vectors  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +78,15 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     if cfg.get("threads"):
         torch.set_num_threads(cfg.threads)
 
-    datamodule = instantiate(cfg.data)
-    datamodule.setup("fit")  # builds the vocab from train; saved with the run and every checkpoint
+    vectors = load_vectors(cfg.embedder.vectors, cfg.embedder.get("vectors_max_words")) \
+        if cfg.embedder.get("vectors") else None
+    # data objects (vectors, later the vocabulary) reach constructors as Python values, never as config
+    datamodule = instantiate(cfg.data, _partial_=True)(vectors=vectors)
+    datamodule.setup("fit")  # builds the vocab from train (+ vector words); saved with the run and every checkpoint
     vocab = datamodule.vocab
     vocab.save(out / "vocab.json")
     config = model_config(cfg)
-    tagger = build_tagger(config, vocab)
+    tagger = build_tagger(config, vocab, vectors)
     module = TaggerModule(tagger, vocab, config, optimizer=instantiate(cfg.optimizer), **cfg.schedule)
     n_params = sum(p.numel() for p in tagger.parameters() if p.requires_grad)
     log.info("model: %s encoder, %s head, %d parameters", cfg.model._target_.rsplit(".", 1)[-1],

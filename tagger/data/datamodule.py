@@ -192,7 +192,8 @@ class _Encoded(torch.utils.data.Dataset):
 class TaggerDataModule(pl.LightningDataModule):
     """Loads a corpus (``corpus.load() -> DatasetDict``), builds the vocab from train, serves batches.
 
-    Pass ``vocab`` to evaluate a trained model: it is used as is and never rebuilt.
+    Pass ``vocab`` to evaluate a trained model: it is used as is and never rebuilt. ``vectors``
+    (pretrained word vectors, a plain object: never a config value) add their words to the vocabulary built.
 
     ``doc_window``: document context. Consecutive sentences of one document (the corpus's ``doc``
     column) are packed into rows of up to that many tokens, so the encoder sees the neighbouring
@@ -216,6 +217,7 @@ class TaggerDataModule(pl.LightningDataModule):
         seed: int = 0,
         num_workers: int = 0,
         vocab: Vocab | None = None,
+        vectors: Any = None,
     ):
         super().__init__()
         if task not in ("pos", "ner"):
@@ -229,7 +231,7 @@ class TaggerDataModule(pl.LightningDataModule):
             raise ValueError(f"data.doc_window must be a positive number of tokens or null, got {doc_window}")
         self.doc_window = doc_window
         self.seed, self.num_workers = seed, num_workers
-        self.vocab = vocab
+        self.vocab, self.vectors = vocab, vectors
         self.datasets = None  # datasets.DatasetDict
         self.encoded: dict[str, _Encoded] = {}
 
@@ -244,7 +246,7 @@ class TaggerDataModule(pl.LightningDataModule):
         if self.vocab is None:
             self.vocab = Vocab.build(
                 dsd["train"]["tokens"], names, self.task, getattr(self.corpus, "tag_scheme", None),
-                self.min_freq, self.lowercase, self.normalize_digits, self.case_fallback,
+                self.min_freq, self.lowercase, self.normalize_digits, self.case_fallback, self.vectors,
             )
         elif list(self.vocab.labels) != list(names):
             # the saved label order is the truth; remap this corpus's ClassLabel ids onto it

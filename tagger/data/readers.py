@@ -253,11 +253,16 @@ def read_conll_columns(
     scheme: str | None = "IOB1",
     target_scheme: str = "IOB2",
     docstart: str = "-DOCSTART-",
+    empty_words: str = "error",
 ) -> list[Sentence]:
     """Read a column file (one token per line, blank line between sentences), e.g. CoNLL-2003.
 
     `separator` None splits on any run of whitespace; otherwise on exactly that
-    string.  Lines whose word is `docstart` are document markers, not tokens: the sentences after one
+    string. Every token line must have as many fields as the file's first one: a word that is empty or
+    holds the separator would otherwise shift or lose a column without a sound, so a line with another
+    count is an error naming both counts. `empty_words`: ``"error"`` (an empty word is an error) or
+    ``"keep"`` (kept as the empty string: the model sees it as an unknown word without characters; corpora
+    such as the Broad Twitter Corpus hold a few, read tab-separated).  Lines whose word is `docstart` are document markers, not tokens: the sentences after one
     belong to document ``"<file name>:<line of the marker>"`` (the file name before any marker).
     Entity tags are converted per sentence from `scheme` to `target_scheme`;
     pass ``scheme=None`` (or ``"none"``) for non-entity tags such as POS.
@@ -265,6 +270,9 @@ def read_conll_columns(
     path = Path(path)
     source = None if scheme in _NO_SCHEME else _canonical_scheme(scheme)  # type: ignore[arg-type]
     target = _canonical_scheme(target_scheme) if source else None
+    if empty_words not in ("error", "keep"):
+        raise ValueError(f"data.corpus.empty_words must be 'error' or 'keep', got {empty_words!r}")
+    width: tuple[int, int] | None = None  # (fields, line) of the first token line
 
     sentences: list[Sentence] = []
     tokens: list[str] = []
@@ -293,8 +301,14 @@ def read_conll_columns(
             doc = f"{path.name}:{lineno}"
             continue
         tag = _column(fields, tag_column, "tag", path, lineno)
-        if not word:
-            raise CorpusFormatError(path, lineno, "empty word column")
+        if width is None:
+            width = (len(fields), lineno)
+        elif len(fields) != width[0]:
+            how = "any whitespace" if separator is None else repr(separator)
+            raise CorpusFormatError(path, lineno, f"{len(fields)} field(s) split on {how}, where line {width[1]} has "
+                                                  f"{width[0]}: a word that is empty or holds the separator?")
+        if not word and empty_words == "error":
+            raise CorpusFormatError(path, lineno, "empty word column (data.corpus.empty_words=keep keeps such words)")
         if not tag:
             raise CorpusFormatError(path, lineno, "empty tag column")
         if source:
@@ -446,8 +460,12 @@ class ColumnCorpus(_FileCorpus):
         scheme: str | None = "IOB1",
         target_scheme: str = "IOB2",
         docstart: str = "-DOCSTART-",
+        empty_words: str = "error",
     ) -> None:
         super().__init__(data_dir, files)
+        if empty_words not in ("error", "keep"):
+            raise ValueError(f"data.corpus.empty_words must be 'error' or 'keep', got {empty_words!r}")
+        self.empty_words = empty_words
         # Validate scheme names now, so a config typo fails at instantiation.
         self.scheme = None if scheme in _NO_SCHEME else _canonical_scheme(scheme)  # type: ignore[arg-type]
         self.target_scheme = _canonical_scheme(target_scheme)
@@ -466,4 +484,5 @@ class ColumnCorpus(_FileCorpus):
             scheme=self.scheme,
             target_scheme=self.target_scheme,
             docstart=self.docstart,
+            empty_words=self.empty_words,
         )

@@ -10,9 +10,12 @@ import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from tagger.fileio import write_text
+
+if TYPE_CHECKING:
+    from tagger.vectors import Vectors
 
 PAD, UNK = "<pad>", "<unk>"
 PAD_ID, UNK_ID = 0, 1
@@ -32,6 +35,9 @@ class Vocab:
     normalize_digits: bool = True
     counts: list[int] | None = None  # training frequency of each word (PAD, UNK: 0); None in vocabs saved before it
     case_fallback: bool = False  # a word not in the vocabulary takes the id of its most frequent other casing
+    # pretrained vectors: words[:trained_words] come from training, the rest from the vectors (None: all from training)
+    trained_words: int | None = None
+    vectors: str | None = None  # the vectors source the vector words came from
     _word_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     _lower_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     _char_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
@@ -42,10 +48,12 @@ class Vocab:
                 raise ValueError(f"vocab {name} must start with {PAD!r}, {UNK!r}; got {items[:2]}")
         if self.counts is not None and len(self.counts) != len(self.words):
             raise ValueError(f"vocab counts has {len(self.counts)} entries for {len(self.words)} words")
+        if self.trained_words is not None and not 2 <= self.trained_words <= len(self.words):
+            raise ValueError(f"vocab trained_words {self.trained_words} is outside 2..{len(self.words)}")
         self._word_index = {w: i for i, w in enumerate(self.words)}
         if self.case_fallback:
             # words are in frequency order: the first casing met is the most frequent one
-            for i, w in enumerate(self.words[2:], start=2):
+            for i, w in enumerate(self.words[2:self.num_trained], start=2):
                 self._lower_index.setdefault(w.lower(), i)
         self._char_index = {c: i for i, c in enumerate(self.chars)}
 
@@ -61,7 +69,11 @@ class Vocab:
         lowercase: bool = False,
         normalize_digits: bool = True,
         case_fallback: bool = False,
+        vectors: "Vectors | None" = None,
     ) -> "Vocab":
+        """``vectors``: the words of pretrained vectors join the vocabulary after the training words (normalised
+        like them; the first, most frequent, form wins), so a word never seen in training still reaches the
+        model through its vector in evaluation and serving."""
         if min_freq < 1:
             raise ValueError(f"data.min_freq must be >= 1, got {min_freq}")
         probe = cls([PAD, UNK], [PAD, UNK], labels, task, tag_scheme, lowercase, normalize_digits)
@@ -73,17 +85,31 @@ class Vocab:
                 chars.update(t)  # characters keep their case: the char CNN sees capitalisation
         # frequency order (ties alphabetical) keeps ids stable across runs on the same data
         kept = sorted((w for w, n in words.items() if n >= min_freq), key=lambda w: (-words[w], w))
+        extra: list[str] = []
+        if vectors is not None:
+            known = set(kept) | {PAD, UNK}
+            for w in map(probe.normalize, vectors.words):
+                if w not in known:
+                    known.add(w)
+                    extra.append(w)
         return cls(
-            [PAD, UNK] + kept,
+            [PAD, UNK] + kept + extra,
             [PAD, UNK] + sorted(chars, key=lambda c: (-chars[c], c)),
             list(labels),
             task,
             tag_scheme,
             lowercase,
             normalize_digits,
-            counts=[0, 0] + [words[w] for w in kept],
+            counts=[0, 0] + [words[w] for w in kept] + [0] * len(extra),
             case_fallback=case_fallback,
+            trained_words=2 + len(kept) if vectors is not None else None,
+            vectors=vectors.source if vectors is not None else None,
         )
+
+    @property
+    def num_trained(self) -> int:
+        """Number of ids (PAD and UNK included) that come from the training split; the rest are vector words."""
+        return len(self.words) if self.trained_words is None else self.trained_words
 
     # -- encoding ---------------------------------------------------------------------------
     def normalize(self, word: str) -> str:
@@ -99,6 +125,8 @@ class Vocab:
         i = self._word_index.get(word)
         if i is None and self.case_fallback:
             i = self._lower_index.get(word.lower())  # "KENNEDY" -> "Kennedy", "Studying" -> "studying"
+        if i is None and self.vectors is not None:
+            i = self._word_index.get(word.lower())  # vector words: exact first, then lowercased (GloVe is uncased)
         return i
 
     def word_id(self, word: str) -> int:
@@ -109,8 +137,9 @@ class Vocab:
         return [self._char_index.get(c, UNK_ID) for c in word]
 
     def is_unseen(self, word: str) -> bool:
-        """True for a word outside the training vocabulary (it reaches the model as UNK)."""
-        return self._lookup(word) is None
+        """True for a word outside the training vocabulary (it reaches the model as UNK, or through its vector)."""
+        i = self._lookup(word)
+        return i is None or i >= self.num_trained
 
     # -- persistence ------------------------------------------------------------------------
     def to_dict(self) -> dict:

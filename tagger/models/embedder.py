@@ -1,9 +1,8 @@
-"""Token representation shared by every encoder: word embedding ++ character-CNN features."""
+"""Token representation shared by every encoder: word embedding (optionally from pretrained vectors) ++
+character-CNN features."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -75,6 +74,9 @@ class Casing(nn.Module):
         return self.embed(self.classes(chars))
 
 
+FINETUNE = ("train_words", "all")
+
+
 class Embedder(nn.Module):
     """words (B,T), chars (B,T,L) -> (B,T,output_dim).
 
@@ -84,6 +86,14 @@ class Embedder(nn.Module):
     (Kiperwasser & Goldberg 2016): UNK is then trained in the contexts of rare words, which are
     the contexts unseen words appear in. It needs ``word_counts`` (``Vocab.counts``).
     ``case_dim > 0`` adds a casing-class embedding (``Casing``), which needs ``chars`` (``Vocab.chars``).
+
+    Pretrained vectors (``vectors``: the source, recorded; the rows arrive as ``vector_rows``, one per
+    vocabulary word, with ``vector_found`` marking the words that have one): they initialise the word table.
+    Ids below ``trained_words`` are training words, the rest vector words (``Vocab.num_trained``).
+    ``finetune_vectors="train_words"`` trains the rows of training words and keeps the vector words' rows as
+    read, in a float16 buffer that the checkpoint carries (unseen words keep the meaning the vectors gave them,
+    and the optimiser never touches the large table); ``"all"`` trains every row.
+    Rebuilding a saved model passes no rows: the state dict fills the table.
     """
 
     def __init__(
@@ -98,13 +108,28 @@ class Embedder(nn.Module):
         word_dropout: float = 0.05,
         rare_word_dropout: float = 0.0,
         word_counts: list[int] | None = None,
-        pretrained: str | None = None,
-        words: list[str] | None = None,
         case_dim: int = 0,
         chars: list[str] | None = None,
+        vectors: str | None = None,
+        vectors_max_words: int | None = None,
+        finetune_vectors: str = "train_words",
+        trained_words: int | None = None,
+        vector_rows: torch.Tensor | None = None,
+        vector_found: torch.Tensor | None = None,
+        pretrained: str | None = None,
     ):
         super().__init__()
-        self.word = nn.Embedding(num_words, word_dim, padding_idx=PAD_ID) if word_dim > 0 else None
+        if pretrained is not None:
+            raise ValueError("embedder.pretrained is replaced by embedder.vectors (a vectors package name or a file)")
+        if finetune_vectors not in FINETUNE:
+            raise ValueError(f"embedder.finetune_vectors must be one of {FINETUNE}, got {finetune_vectors!r}")
+        if vectors and word_dim <= 0:
+            raise ValueError("embedder.vectors needs a word table: embedder.word_dim must be > 0")
+        if vector_rows is not None and vector_rows.shape != (num_words, word_dim):
+            raise ValueError(f"embedder.word_dim ({word_dim}) must equal the dimension of embedder.vectors "
+                             f"({vectors}: {vector_rows.shape[-1]})")
+        tuned = num_words if not vectors or finetune_vectors == "all" or trained_words is None else trained_words
+        self.word = nn.Embedding(tuned, word_dim, padding_idx=PAD_ID) if word_dim > 0 else None
         self.char = CharCNN(num_chars, char_dim, char_filters, char_kernel) if char_filters > 0 else None
         if self.word is None and self.char is None:
             raise ValueError("embedder: word_dim and char_filters cannot both be 0")
@@ -114,6 +139,11 @@ class Embedder(nn.Module):
                 bound = (3.0 / emb.embedding_dim) ** 0.5
                 nn.init.uniform_(emb.weight, -bound, bound)
                 emb.weight.data[PAD_ID].zero_()
+        # vector words kept as read (finetune_vectors=train_words): (num_words - tuned, word_dim) float16
+        self.register_buffer("fixed_vectors", torch.zeros(num_words - tuned, max(word_dim, 0), dtype=torch.float16)
+                             if tuned < num_words else None)
+        if vector_rows is not None:
+            self._init_from_vectors(vector_rows, vector_found, tuned)
         self.dropout = nn.Dropout(dropout)
         self.word_dropout = word_dropout
         self.rare_word_dropout = rare_word_dropout
@@ -133,28 +163,27 @@ class Embedder(nn.Module):
         self.case = Casing(chars, case_dim) if case_dim > 0 else None
         self.output_dim = (max(word_dim, 0) + (self.char.output_dim if self.char else 0)
                            + (self.case.output_dim if self.case else 0))
-        if pretrained:
-            if words is None:
-                raise ValueError("embedder.pretrained needs the vocabulary words")
-            self.load_pretrained(pretrained, words)
 
     @torch.no_grad()
-    def load_pretrained(self, path: str, words: list[str]) -> None:
-        """Initialise word vectors from a GloVe-format text file (``word v1 v2 ...`` per line)."""
-        index = {w: i for i, w in enumerate(words)}
-        dim, found = self.word.embedding_dim, 0
-        with Path(path).open(encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                parts = line.rstrip().split(" ")
-                if len(parts) != dim + 1:
-                    raise ValueError(f"{path}:{lineno}: expected a word and {dim} numbers (embedder.word_dim), got {len(parts) - 1}")
-                i = index.get(parts[0])
-                if i is None:
-                    i = index.get(parts[0].lower())
-                if i is not None and i > UNK_ID:
-                    self.word.weight[i] = torch.tensor([float(v) for v in parts[1:]])
-                    found += 1
-        log.info("pretrained vectors: %d of %d vocabulary words found in %s", found, len(words), path)
+    def _init_from_vectors(self, rows: torch.Tensor, found: torch.Tensor | None, tuned: int) -> None:
+        """rows (num_words, word_dim), found (num_words,) bool: copy the found vectors into the table."""
+        found = torch.ones(rows.shape[0], dtype=torch.bool) if found is None else found.clone()
+        found[:2] = False  # PAD stays zero, UNK keeps its random init
+        table = self.word.weight  # (tuned, word_dim)
+        table[found[:tuned]] = rows[:tuned][found[:tuned]].to(table.dtype)
+        if self.fixed_vectors is not None:
+            self.fixed_vectors.copy_(rows[tuned:].to(torch.float16))
+        log.info("pretrained vectors: %d of %d vocabulary words have one (%d trained rows)",
+                 int(found.sum()), rows.shape[0], tuned)
+
+    def lookup(self, words: torch.Tensor) -> torch.Tensor:
+        """Word ids (B,T) -> word vectors (B,T,word_dim): trained rows, then the fixed vector rows past them."""
+        if self.fixed_vectors is None:
+            return self.word(words)
+        n = self.word.num_embeddings
+        tuned = self.word(words.clamp(max=n - 1))  # (B,T,word_dim)
+        fixed = self.fixed_vectors[(words - n).clamp(min=0)].to(tuned.dtype)  # (B,T,word_dim)
+        return torch.where((words < n).unsqueeze(-1), tuned, fixed)
 
     def forward(self, words: torch.Tensor, chars: torch.Tensor) -> torch.Tensor:
         feats = []
@@ -165,7 +194,7 @@ class Embedder(nn.Module):
                     p = torch.maximum(p, self.rare_drop_p[words])
                 drop = (torch.rand_like(p) < p) & (words != PAD_ID)
                 words = words.masked_fill(drop, UNK_ID)
-            feats.append(self.word(words))  # (B,T,word_dim)
+            feats.append(self.lookup(words))  # (B,T,word_dim)
         spelling = self.spelling(chars)
         if spelling is not None:
             feats.append(spelling)  # (B,T,char_filters+case_dim)

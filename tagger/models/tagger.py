@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn as nn
 
 from tagger.data.vocab import Vocab
+
+if TYPE_CHECKING:
+    from tagger.vectors import Vectors
 
 
 class AttentionNotSupported(TypeError):
@@ -88,19 +91,22 @@ def construct(config: dict[str, Any], **objects: Any) -> Any:
     return target_class(config["_target_"])(**settings, **objects)
 
 
-def build_tagger(config: dict[str, Any], vocab: Vocab, pretrained: bool = True) -> Tagger:
+def build_tagger(config: dict[str, Any], vocab: Vocab, vectors: "Vectors | None" = None) -> Tagger:
     """config: {"embedder": {...}, "model": {...}, "head": {...}}, each with a ``_target_``, and
     optionally "doc_window" (the ``data.doc_window`` the model was trained with) and "aux" (an auxiliary
     objective, with a ``_target_``).
 
-    ``pretrained=False`` skips reading pretrained word vectors (the checkpoint holds the weights).
+    ``vectors``: pretrained vectors to initialise the word table from (training only; a saved model's
+    table comes from its state dict). The vocabulary must have been built with the same vectors.
     """
-    emb_cfg = dict(config["embedder"])
-    if not pretrained or not emb_cfg.get("pretrained"):
-        emb_cfg["pretrained"] = None
-    embedder = construct(emb_cfg, num_words=len(vocab.words), num_chars=len(vocab.chars),
-                         words=vocab.words if emb_cfg["pretrained"] else None,
-                         word_counts=vocab.counts, chars=vocab.chars)
+    data: dict[str, Any] = {"num_words": len(vocab.words), "num_chars": len(vocab.chars),
+                            "word_counts": vocab.counts, "chars": vocab.chars}
+    if config["embedder"].get("vectors"):
+        data["trained_words"] = vocab.num_trained
+    if vectors is not None:
+        rows, found = vectors.rows(vocab.words)
+        data["vector_rows"], data["vector_found"] = torch.from_numpy(rows), torch.from_numpy(found)
+    embedder = construct(config["embedder"], **data)
     encoder = construct(config["model"], input_dim=embedder.output_dim)
     head = construct(config["head"], input_dim=encoder.output_dim, labels=vocab.labels, scheme=vocab.tag_scheme)
     aux = None

@@ -213,9 +213,23 @@ def test_read_columns_tab_separator(tmp_path: Path) -> None:
     sents = read_conll_columns(path, word_column=1, tag_column=2, separator="\t", scheme="IOB2", target_scheme="IOB2")
     assert [s["tokens"] for s in sents] == [["New York", "is"], ["big"]]
     assert [s["tags"] for s in sents] == [["B-LOC", "O"], ["O"]]
-    # whitespace splitting of the same file sees the space as a column break
-    with_ws = read_conll_columns(path, word_column=1, tag_column=-1, scheme="IOB2")
-    assert with_ws[0]["tokens"] == ["New", "is"]
+    # whitespace splitting of the same file would see the space as a column break: the field counts differ,
+    # and that is an error naming both lines instead of the word "New" read silently
+    with pytest.raises(CorpusFormatError, match=r"t.tsv:2: 3 field\(s\) split on any whitespace, where line 1 has 4"):
+        read_conll_columns(path, word_column=1, tag_column=-1, scheme="IOB2")
+
+
+@pytest.mark.parametrize("line", [" \tO", "\tO", "ke s\tO"])
+def test_read_columns_btc_style_words_need_the_tab_separator(tmp_path: Path, line: str) -> None:
+    """Broad Twitter Corpus lines: a word that is a space, empty, or holds a space."""
+    path = write(tmp_path / "t.conll", f"I\tO\n{line}\nParis\tB-LOC\n")
+    with pytest.raises(CorpusFormatError, match=r"t.conll:2: "):
+        read_conll_columns(path, scheme="IOB2")  # whitespace: the word is lost, the tag read as the word
+    if line.startswith("\t"):
+        with pytest.raises(CorpusFormatError, match=r"t.conll:2: empty word column \(data.corpus.empty_words=keep"):
+            read_conll_columns(path, separator="\t", scheme="IOB2")
+    kept = read_conll_columns(path, separator="\t", scheme="IOB2", empty_words="keep")
+    assert kept[0]["tokens"] == ["I", line.split("\t")[0], "Paris"] and kept[0]["tags"] == ["O", "O", "B-LOC"]
 
 
 def test_read_columns_too_few_columns(tmp_path: Path) -> None:
