@@ -6,7 +6,7 @@ from typing import Any
 
 import datasets
 
-from tagger.data.datamodule import split_docs
+from tagger.data.encoding import split_docs
 from tagger.data.vocab import Vocab
 from tagger.inference import Predictor
 from tagger.metrics import task_metrics

@@ -14,7 +14,7 @@ from typing import Callable, Hashable, Sequence
 import torch
 import torch.nn as nn
 
-from tagger.data.datamodule import clip_word, collate, document_runs, encode_sentence, sentence_starts
+from tagger.data.encoding import clip_word, collate, document_runs, encode_sentence, sentence_starts
 from tagger.data.vocab import PAD_ID, Vocab
 from tagger.models.tagger import Tagger
 

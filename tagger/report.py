@@ -437,7 +437,7 @@ def evaluate_run(run: Run, cache_dir: Path, threads: int, batch_size: int, data_
     import torch
 
     from tagger.checkpoint import load_checkpoint
-    from tagger.data.datamodule import split_docs
+    from tagger.data.encoding import split_docs
     from tagger.inference import Predictor
 
     ckpt = checkpoint_of(run)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tagger.checkpoint import load_checkpoint
-from tagger.data.datamodule import collate, encode_sentence
+from tagger.data.encoding import collate, encode_sentence
 from tagger.data.vocab import Vocab
 from tagger.inference import InferenceGraph, Predictor, encode_batch
 from tagger.models.tagger import build_tagger

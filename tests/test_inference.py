@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tagger.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
-from tagger.data.datamodule import collate, encode_sentence
+from tagger.data.encoding import collate, encode_sentence
 from tagger.inference import Predictor, encode_batch, windows
 
 
