@@ -33,29 +33,33 @@ def evaluate_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m tagger.evaluate RUN_DIR [--data-dir DIR] [--write]``: the run's best checkpoint scored again on its
+    """``python -m tagger.evaluate RUN [--data-dir DIR] [--write]``: the run's best checkpoint scored again on its
     corpus's dev and test splits with today's prediction code; ``--write`` puts the new figures into its
     metrics.json (the old main metric kept under ``reevaluated.previous``)."""
     import argparse
     import json
     import sys
-    from pathlib import Path
 
-    from tagger.checkpoint import CheckpointError, load_checkpoint
+    from tagger import runs
+    from tagger.checkpoint import CheckpointError
     from tagger.fileio import write_json
     from tagger.report import load_corpus
 
     parser = argparse.ArgumentParser(prog="python -m tagger.evaluate", description=main.__doc__.split(":")[0])
-    parser.add_argument("run", help="run dir (with metrics.json)")
+    parser.add_argument("run", help=f"what to score: {runs.KINDS} (the corpus is the one its metrics name)")
     parser.add_argument("--data-dir", default=None, help="where the corpus files are (default: the run's data_dir)")
     parser.add_argument("--write", action="store_true", help="update the run's metrics.json")
     args = parser.parse_args(argv)
-    path = Path(args.run) / "metrics.json"
     try:
-        metrics = json.loads(path.read_text())
-        loaded = load_checkpoint(metrics["best_checkpoint"])
+        source = runs.resolve(args.run)
+        metrics = source.metrics
+        if not metrics.get("config"):
+            raise runs.RunError(f"{args.run}: no metrics.json with the run's config (which corpus to score on)")
+        if args.write and source.run_dir is None:
+            raise runs.RunError(f"{args.run}: --write needs a run dir whose metrics.json to update")
+        loaded = runs.load(source)
     except (OSError, ValueError, KeyError, TypeError, CheckpointError) as e:
-        print(f"error: {path}: {e}", file=sys.stderr)
+        print(f"error: {e}", file=sys.stderr)
         return 1
     data = load_corpus(metrics["config"]["data"]["corpus"], args.data_dir)
     main_metric = metrics["main_metric"]
@@ -66,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         previous = {key: (metrics.get(key) or {}).get(main_metric) for key in fresh}
         metrics |= fresh | {"reevaluated": {"command": " ".join(["python -m tagger.evaluate", *(argv or sys.argv[1:])]),
                                             "previous": previous}}
-        write_json(path, metrics)
+        write_json(source.run_dir / "metrics.json", metrics)
     return 0
 
 

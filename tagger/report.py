@@ -403,14 +403,10 @@ def load_corpus(corpus_cfg: dict[str, Any], data_dir: str | None) -> Any:
 
 
 def checkpoint_of(run: Run) -> Path | None:
-    """The run's best checkpoint, named through the run dir as given (relative paths stay relative,
-    and a run dir that was moved still finds it)."""
-    recorded = run.metrics.get("best_checkpoint")
-    candidates = [run.path / "checkpoints" / Path(recorded).name, Path(recorded)] if recorded else []
-    for p in [*candidates, run.path / "checkpoints" / "best.ckpt"]:
-        if p.is_file():
-            return p
-    return None
+    """The run's best checkpoint (:func:`tagger.runs.best_checkpoint`)."""
+    from tagger.runs import best_checkpoint
+
+    return best_checkpoint(run.path, run.metrics)
 
 
 def _encode(sents: list[list[str]], index: dict[str, int]) -> list[list[int]]:
