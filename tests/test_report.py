@@ -293,3 +293,21 @@ def test_ner_report_has_per_type_scores_and_f1_by_length(tmp_path, tiny_ner_run)
     assert (out / "per_type.png").exists() and (out / "length_buckets.png").exists()
     assert "entity F1" in md and "differs from metrics.json" not in md
     assert json.loads((out / "best.json").read_text())["main_metric"] == "f1"
+
+
+def test_html_is_the_markdown_rendered_with_figures_inlined(tmp_path):
+    from tagger.report.document import Doc
+
+    png = tmp_path / "fig.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\nfake")
+    doc = Doc()
+    doc.h(2, "Scores <raw>")
+    doc.table(["variant", "dev"], [["`a|b`", "92.10 ± 0.31"]], "caption with **bold**")
+    doc.figure(png, "a figure")
+    md = doc.markdown()
+    assert "| `a\\|b` | 92.10 ± 0.31 |" in md and "![fig](fig.png)" in md
+    page = doc.html("title")
+    assert "<h2>Scores &lt;raw&gt;</h2>" in page  # text is escaped, never taken as HTML
+    assert "<code>a|b</code>" in page and '<td class="num">92.10 ± 0.31</td>' in page
+    assert "<em>caption with <strong>bold</strong></em>" in page
+    assert 'src="data:image/png;base64,iVBORw0KGgpmYWtl"' in page
