@@ -25,11 +25,12 @@ from tagger.loadgen import running_service, server_errors  # noqa: E402
 
 
 def default_run() -> Path:
+    from tagger.runs import find_best, is_trained
+
     for pattern in ("compare_pos/self_attention_seed*", "compare_pos/*_seed*", "compare_ner/*_seed*"):
         for run in sorted((REPO / "multirun").glob(pattern)):
-            if (run / "metrics.json").is_file() and (run / "checkpoints" / "best.ckpt").is_file():
+            if is_trained(run):
                 return run
-    from tagger.package import find_best
 
     best = find_best("pos")
     if best is None:

@@ -23,7 +23,6 @@ from typing import Any
 import anyio
 import bentoml
 from bentoml.models import BentoModel
-from seqeval.metrics.sequence_labeling import get_entities
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse
@@ -35,6 +34,7 @@ from serve.schemas import (
     LIMITS, AttentionRequest, AttentionResponse, AttentionToken, EntitiesResponse, Entity, EntitySequence,
     TaggedSequence, TagRequest, TagResponse, TokenOut,
 )
+from tagger import schemes
 from tagger.tokenize import tokenize
 
 fix_bentoml_timeout()  # else every request stays in memory for traffic.timeout seconds
@@ -134,10 +134,11 @@ def _tokenize_all(texts: list[str], field: str = "texts") -> list[list[tuple[str
 
 
 def entity_spans(words: list[str], tags: list[str], scores: list[float],
-                 offsets: list[tuple[int, int]] | None, text: str | None) -> list[Entity]:
-    """Entities of one tagged sequence (seqeval's decoding: an I- after O opens an entity)."""
+                 offsets: list[tuple[int, int]] | None, text: str | None, scheme: str = "IOB2") -> list[Entity]:
+    """Entities of one tagged sequence, read as scoring reads them (strict: an I- after O opens none)."""
     spans = []
-    for label, first, last in get_entities(list(tags)):  # last is inclusive
+    for label, first, stop in schemes.entity_spans(tags, scheme):
+        last = stop - 1
         start, end = (offsets[first][0], offsets[last][1]) if offsets else (None, None)
         spans.append(Entity(
             text=text[start:end] if text is not None and offsets else " ".join(words[first:last + 1]),
@@ -229,7 +230,8 @@ class Tagger:
         for i, (ws, preds) in enumerate(zip(words, predictions)):
             tags, scores = [t for t, _ in preds], [s for _, s in preds]
             results.append(EntitySequence(entities=entity_spans(
-                ws, tags, scores, offsets[i] if offsets else None, texts[i] if texts else None)))
+                ws, tags, scores, offsets[i] if offsets else None, texts[i] if texts else None,
+                info["metadata"].get("tag_scheme") or "IOB2")))
         return EntitiesResponse(model=info["tag"], results=results)
 
     @bentoml.api(input_spec=AttentionRequest, output_spec=AttentionResponse)

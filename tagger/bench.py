@@ -121,20 +121,19 @@ def trained_run(family: str, extra_roots: list[Path]) -> Path | None:
     # make compare-pos writes the baselines to compare_pos and the self-attention runs to compare_pos_sa
     candidates = sorted((REPO / "multirun").glob(f"compare_pos*/{family}_seed*")) + \
         [r / f"train_{family}" for r in extra_roots]
-    for run in candidates:
-        if (run / "metrics.json").is_file() and (run / "checkpoints" / "best.ckpt").is_file():
-            return run
-    return None
+    from tagger.runs import is_trained
+
+    return next((run for run in candidates if is_trained(run)), None)
 
 
 def load_family(family: str, data_dir: Path, extra_roots: list[Path]):
     """-> (tagger, vocab, where it came from). Without a trained run: the family's default config with
     fresh weights and the EWT training vocabulary (speed does not depend on the weights' values)."""
-    from tagger.checkpoint import load_checkpoint
+    from tagger import runs
 
     run = trained_run(family, extra_roots)
     if run is not None:
-        loaded = load_checkpoint(run / "checkpoints" / "best.ckpt")
+        loaded = runs.load(run)
         return loaded.tagger, loaded.vocab, str(run.relative_to(REPO) if run.is_relative_to(REPO) else run)
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra

@@ -12,10 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 
 from tagger.data.vocab import Vocab
-from tagger.fileio import atomic_open
 from tagger.models.tagger import Tagger, build_tagger
 
 CHECKPOINT_KEY = "tagger"
@@ -23,15 +21,6 @@ CHECKPOINT_KEY = "tagger"
 
 class CheckpointError(RuntimeError):
     """A checkpoint is missing, truncated, corrupted or not a tagger checkpoint."""
-
-
-class AtomicCheckpointIO(TorchCheckpointIO):
-    """Checkpoints through :func:`atomic_open`: a crash mid-write never leaves a half-written
-    ``best.ckpt``/``last.ckpt`` behind."""
-
-    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options=None) -> None:
-        with atomic_open(path) as f:
-            torch.save(checkpoint, f)
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Export a trained tagger's inference graph to ONNX and run it with ONNX Runtime.
 
-``python -m tagger.export RUN_DIR|CKPT [--out model.onnx]`` writes the
+``python -m tagger.export RUN_DIR|best.json|CKPT|NAME:VERSION [--out model.onnx]`` writes the
 :class:`~tagger.inference.InferenceGraph` (embedder + encoder: words, types, type_chars, mask -> h)
 and checks that ONNX Runtime computes what torch computes on probe batches of other shapes than the
 one it was traced with. The tag head (softmax, or CRF Viterbi + marginals) stays in torch: it is a
@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from tagger import runs
 from tagger.data.vocab import Vocab
 from tagger.inference import InferenceGraph, Predictor, encode_batch
 from tagger.models.tagger import Tagger
@@ -204,30 +205,38 @@ def fast_predictor(tagger: Tagger, vocab: Vocab, backend: str = "auto", threads:
     return Predictor(tagger, vocab, backend=onnx, **predictor_kw)
 
 
-def _checkpoint_of(source: Path) -> Path:
-    return source / "checkpoints" / "best.ckpt" if source.is_dir() else source
+def _default_out(arg: str, source: runs.Source) -> Path | None:
+    """RUN_DIR/model.onnx for a run dir or best.json, CKPT.onnx for a checkpoint, None for a store tag."""
+    if source.checkpoint is None:
+        return None
+    if Path(arg).suffix == ".ckpt" or source.run_dir is None:
+        return source.checkpoint.with_suffix(".onnx")
+    return source.run_dir / "model.onnx"
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tagger.checkpoint import CheckpointError, load_checkpoint
+    from tagger.checkpoint import CheckpointError
     from tagger.fileio import atomic_open
 
     parser = argparse.ArgumentParser(prog="python -m tagger.export", description=__doc__.split("\n\n")[0])
-    parser.add_argument("source", type=Path, help="run dir (checkpoints/best.ckpt) or a .ckpt file")
-    parser.add_argument("--out", type=Path, help="ONNX file to write (default: RUN_DIR/model.onnx or CKPT.onnx)")
+    parser.add_argument("source", help=f"what to export: {runs.KINDS}")
+    parser.add_argument("--out", type=Path, help="ONNX file to write (default: RUN_DIR/model.onnx or CKPT.onnx; "
+                        "required for a store tag)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    ckpt = _checkpoint_of(args.source)
-    out = args.out or (args.source / "model.onnx" if args.source.is_dir() else ckpt.with_suffix(".onnx"))
     try:
-        loaded = load_checkpoint(ckpt)
+        source = runs.resolve(args.source)
+        out = args.out or _default_out(args.source, source)
+        if out is None:
+            parser.error(f"{args.source} is a model store tag: give --out")
+        loaded = runs.load(source)
         data, info = export_onnx(loaded.tagger, loaded.vocab)
     except (CheckpointError, ExportError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     with atomic_open(out) as f:
         f.write(data)
-    print(json.dumps({"onnx": str(out), "checkpoint": str(ckpt), **info}))
+    print(json.dumps({"onnx": str(out), "checkpoint": str(source.checkpoint or source.store_tag), **info}))
     return 0
 
 

@@ -14,9 +14,10 @@ from typing import Callable, Hashable, Sequence
 import torch
 import torch.nn as nn
 
-from tagger.data.datamodule import clip_word, collate, document_runs, encode_sentence, sentence_starts
+from tagger.data.encoding import clip_word, collate, document_runs, encode_sentence, sentence_starts
 from tagger.data.vocab import PAD_ID, Vocab
 from tagger.models.tagger import Tagger
+from tagger.schemes import close_entities
 
 
 def windows(n: int, size: int, overlap: int) -> list[tuple[int, int]]:
@@ -32,27 +33,6 @@ def windows(n: int, size: int, overlap: int) -> list[tuple[int, int]]:
         if end == n:
             return spans
         start += stride
-
-
-# a sentence cut out of a document stream may begin (or, in BIOES, end) inside an entity carried across the
-# sentence boundary: by a softmax head's per-token decisions, or where the sentence's tokens take their tags
-# from two windows (the CRF itself decodes each sentence of a window as its own chain); entities never cross
-# sentences, so the cut one is closed there
-_OPEN_AT_START = {"IOB2": {"I": "B"}, "BIOES": {"I": "B", "E": "S"}}
-_OPEN_AT_END = {"BIOES": {"B": "S", "I": "E"}}
-
-
-def close_entities(tags: list[str], scheme: str | None, labels: Sequence[str]) -> list[str]:
-    """``tags`` of one sentence with an entity cut at either edge made whole (IOB2: a leading I-X -> B-X;
-    BIOES: leading I-/E- -> B-/S-, trailing B-/I- -> S-/E-), where the replacement is a known label."""
-    tags = list(tags)
-    for pos, table in ((0, _OPEN_AT_START.get(scheme or "", {})), (-1, _OPEN_AT_END.get(scheme or "", {}))):
-        if tags and "-" in tags[pos]:
-            prefix, _, kind = tags[pos].partition("-")
-            fixed = f"{table.get(prefix, prefix)}-{kind}"
-            if fixed in labels:
-                tags[pos] = fixed
-    return tags
 
 
 @dataclass

@@ -4,8 +4,8 @@ precision / recall / F1 (NER). Pure functions over lists of tag strings; no torc
 
 All percentages are in 0..100.
 
-Entity extraction is delegated to seqeval so numbers are comparable with the
-literature; counting is done here so that per-type numbers, entity counts and the
+Entity extraction is delegated to seqeval (through tagger.schemes) so numbers are comparable
+with the literature; counting is done here so that per-type numbers, entity counts and the
 two matching modes come out of one pass with consistent edge cases:
   - strict (seqeval mode="strict"): an entity must start with B-X (or S-X in
     BIOES); an I-X after O is not an entity. These are the main numbers.
@@ -17,12 +17,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Sequence
 
-from seqeval.metrics.sequence_labeling import get_entities
-from seqeval.scheme import IOB2, IOBES, Entities
+from tagger.schemes import MODEL_SCHEMES, conlleval_entities, strict_entities
 
 MAIN_METRIC = {"pos": "acc", "ner": "f1"}
-
-_SCHEMES = {"IOB2": IOB2, "BIOES": IOBES}
 
 Tags = Sequence[Sequence[str]]
 
@@ -96,20 +93,6 @@ def token_accuracy(gold: Tags, pred: Tags, unseen: Sequence[Sequence[bool]] | No
     }
 
 
-def _strict_entities(sents: Tags, scheme: str) -> set[tuple[int, str, int, int]]:
-    """{(sentence, type, start, end exclusive)} under the scheme's strict grammar."""
-    # seqeval's Entities wants lists; it raises ValueError on a prefix the scheme lacks
-    ents = Entities([list(s) for s in sents], _SCHEMES[scheme])
-    return {e.to_tuple() for sent in ents.entities for e in sent}
-
-
-def _conlleval_entities(sents: Tags) -> set[tuple[int, str, int, int]]:
-    """{(sentence, type, start, end exclusive)} as conlleval chunks them."""
-    # one sentence at a time so offsets are per sentence and chunks never cross sentences
-    return {(i, etype, start, end + 1)  # seqeval's end is inclusive here
-            for i, sent in enumerate(sents) for etype, start, end in get_entities(list(sent))}
-
-
 def entity_scores(gold: Tags, pred: Tags, scheme: str = "IOB2") -> dict:
     """
     Entity-level (exact span and type match) scores, micro-averaged over entities.
@@ -128,12 +111,12 @@ def entity_scores(gold: Tags, pred: Tags, scheme: str = "IOB2") -> dict:
     Raises:
         ValueError naming the sentence if lengths differ, or for an unknown scheme.
     """
-    if scheme not in _SCHEMES:
-        raise ValueError(f"unknown scheme {scheme!r}; expected one of {sorted(_SCHEMES)}")
+    if scheme not in MODEL_SCHEMES:
+        raise ValueError(f"unknown scheme {scheme!r}; expected one of {sorted(MODEL_SCHEMES)}")
     _check_lengths(gold, pred)
 
-    gold_ents = _strict_entities(gold, scheme)
-    pred_ents = _strict_entities(pred, scheme)
+    gold_ents = strict_entities(gold, scheme)
+    pred_ents = strict_entities(pred, scheme)
     correct = gold_ents & pred_ents
     precision, recall, f1 = _prf(len(correct), len(pred_ents), len(gold_ents))
 
@@ -145,7 +128,7 @@ def entity_scores(gold: Tags, pred: Tags, scheme: str = "IOB2") -> dict:
         p, r, f = _prf(n_c, n_p, n_g)
         per_type[etype] = {"precision": p, "recall": r, "f1": f, "support": n_g}
 
-    gold_c, pred_c = _conlleval_entities(gold), _conlleval_entities(pred)
+    gold_c, pred_c = conlleval_entities(gold), conlleval_entities(pred)
     *_, f1_conlleval = _prf(len(gold_c & pred_c), len(pred_c), len(gold_c))
 
     return {

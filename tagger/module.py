@@ -8,8 +8,10 @@ from typing import Any, Callable
 
 import pytorch_lightning as pl
 import torch
+from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 
 from tagger.data.vocab import Vocab
+from tagger.fileio import atomic_open
 from tagger.inference import Predictor
 from tagger.metrics import MAIN_METRIC, task_metrics
 from tagger.models.tagger import Tagger
@@ -128,3 +130,12 @@ class TaggerModule(pl.LightningModule):
         saved = checkpoint.get(CHECKPOINT_KEY, {})
         self.train_tokens = saved.get("train_tokens", 0)
         self.train_seconds = saved.get("train_seconds", 0.0)
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Checkpoints through :func:`atomic_open`: a crash mid-write never leaves a half-written
+    ``best.ckpt``/``last.ckpt`` behind."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options=None) -> None:
+        with atomic_open(path) as f:
+            torch.save(checkpoint, f)

@@ -37,107 +37,17 @@ from tagger.data.vocab import Vocab
 from tagger.fileio import write_json
 from tagger.inference import Predictor
 from tagger.models.tagger import Tagger
+from tagger.runs import REPO, Source, find_best, resolve
 
 log = logging.getLogger(__name__)
 
 WEIGHTS, VOCAB, MODEL_CONFIG, RUN_INFO = "weights.safetensors", "vocab.json", "model.json", "run.json"
 FORMAT = 1  # bump when the folder layout changes; the loader refuses formats it does not know
 DEFAULT_NAME = "tagger"
-REPO = Path(__file__).resolve().parents[1]
 
 
 class PackageError(CheckpointError):
     """A run cannot be packaged, or a packaged model is missing files, corrupted or inconsistent."""
-
-
-# -- what to package ---------------------------------------------------------------------------
-@dataclass
-class Source:
-    checkpoint: Path
-    run_dir: Path | None
-    metrics: dict[str, Any]  # the run's metrics.json ({} when packaging a bare checkpoint)
-
-
-def _existing(path: str | Path, base: Path) -> Path:
-    """A path from a json file: as written, else relative to the file's folder."""
-    p = Path(path).expanduser()
-    return p if p.is_absolute() or p.exists() else base / p
-
-
-def resolve_source(path: str | Path) -> Source:
-    """RUN_DIR (with metrics.json and checkpoints/best.ckpt), a report's best.json, or a .ckpt file."""
-    path = Path(path).expanduser()
-    if path.is_dir():
-        metrics_file = path / "metrics.json"
-        metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else {}
-        ckpt = path / "checkpoints" / "best.ckpt"
-        if not ckpt.is_file() and metrics.get("best_checkpoint"):
-            ckpt = _existing(metrics["best_checkpoint"], path)
-        if not ckpt.is_file():
-            raise PackageError(f"{path}: no checkpoints/best.ckpt (is it a run dir of `python -m tagger.train`?)")
-        return Source(ckpt, path, metrics)
-    if path.suffix == ".json" and path.is_file():
-        best = json.loads(path.read_text())
-        run_dir = _existing(best["run_dir"], path.parent) if best.get("run_dir") else None
-        if best.get("checkpoint"):
-            ckpt = _existing(best["checkpoint"], path.parent)
-        elif run_dir is not None:
-            ckpt = run_dir / "checkpoints" / "best.ckpt"
-        else:
-            raise PackageError(f"{path}: expected a best.json with a 'checkpoint' or 'run_dir' key")
-        metrics_file = run_dir / "metrics.json" if run_dir else None
-        metrics = json.loads(metrics_file.read_text()) if metrics_file and metrics_file.is_file() else {}
-        for key in ("task", "model", "dev", "test", "config"):  # best.json fills what the run dir lacks
-            if key in best and key not in metrics:
-                metrics[key] = best[key]
-        return Source(ckpt, run_dir, metrics)
-    if path.is_file():  # a checkpoint; inside RUN_DIR/checkpoints/ the run's metrics come along
-        run_dir = path.parent.parent if path.parent.name == "checkpoints" else None
-        metrics_file = run_dir / "metrics.json" if run_dir else None
-        if metrics_file and metrics_file.is_file():
-            return Source(path, run_dir, json.loads(metrics_file.read_text()))
-        return Source(path, None, {})
-    raise PackageError(f"{path}: not found (expected a run dir, a best.json or a .ckpt file)")
-
-
-def _checkpoint_here(best_json: Path) -> bool:
-    """A committed report's best.json names a run of the machine that made it: usable only where its checkpoint is."""
-    try:
-        found = resolve_source(best_json).checkpoint.is_file()
-    except (PackageError, KeyError, OSError, json.JSONDecodeError):
-        found = False
-    if not found:
-        log.info("%s: its checkpoint is not on this machine; skipped", best_json)
-    return found
-
-
-def _task_of(best_json: Path) -> str | None:
-    """The task a report's best.json names (None where it cannot be read)."""
-    try:
-        return json.loads(best_json.read_text()).get("task")
-    except (OSError, json.JSONDecodeError, AttributeError):
-        log.info("%s: not a readable best.json; skipped", best_json)
-        return None
-
-
-def find_best(task: str = "pos", roots: list[Path] | None = None) -> Path | None:
-    """The best available run for ``task``: a report's ``best.json`` whose checkpoint is on this machine if there
-    is one, else the run with the highest dev main metric among ``metrics.json`` files under ``multirun/`` and ``runs/``."""
-    roots = roots or [REPO / "reports", REPO / "multirun", REPO / "runs"]
-    bests = [p for r in roots if r.is_dir() for p in r.rglob("best.json") if _task_of(p) == task and _checkpoint_here(p)]
-    if bests:
-        return max(bests, key=lambda p: p.stat().st_mtime)
-    candidates = []
-    for root in roots:
-        for m in root.rglob("metrics.json") if root.is_dir() else []:
-            try:
-                metrics = json.loads(m.read_text())
-            except (OSError, json.JSONDecodeError):
-                continue
-            score = (metrics.get("dev") or {}).get(metrics.get("main_metric", ""))
-            if metrics.get("task") == task and score is not None and (m.parent / "checkpoints" / "best.ckpt").is_file():
-                candidates.append((score, m.parent))
-    return max(candidates)[1] if candidates else None
 
 
 # -- provenance --------------------------------------------------------------------------------
@@ -296,7 +206,9 @@ def package(path: str | Path, name: str = DEFAULT_NAME):
     """Save the run/checkpoint at ``path`` as a new version of ``name`` in the BentoML model store."""
     import bentoml
 
-    source = resolve_source(path)
+    source = resolve(path)
+    if source.checkpoint is None:
+        raise PackageError(f"{path}: already a packaged model ({source.store_tag}); give a run dir, best.json or .ckpt")
     loaded = load_checkpoint(source.checkpoint)
     labels = {k: str(v) for k, v in (("task", loaded.vocab.task), ("data", source.metrics.get("data")),
                                      ("model", source.metrics.get("model")), ("head", source.metrics.get("head")))

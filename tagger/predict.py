@@ -1,6 +1,6 @@
 """Offline prediction with a trained tagger.
 
-``python -m tagger.predict RUN_DIR|best.json|CKPT [--input FILE|-] [--format tokens|conll|jsonl]
+``python -m tagger.predict RUN_DIR|best.json|CKPT|NAME:VERSION [--input FILE|-] [--format tokens|conll|jsonl]
 [--tokenize] [--output FILE|-]``
 
 Input (``--format``, default ``tokens``):
@@ -109,7 +109,7 @@ def predict_records(predictor, records: Iterable[dict[str, Any]]) -> Iterator[di
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tagger.predict", description=__doc__.split("\n\n")[0])
-    parser.add_argument("model", help="run dir, best.json or .ckpt file")
+    parser.add_argument("model", help="run dir, best.json, .ckpt file or model store tag NAME:VERSION")
     parser.add_argument("--input", default="-", help="input file, - for stdin (default)")
     parser.add_argument("--format", default="tokens", choices=["tokens", "conll", "jsonl"], help="input format")
     parser.add_argument("--tokenize", action="store_true", help="tokens format: lines are raw text to tokenise")
@@ -120,13 +120,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from tagger.checkpoint import CheckpointError, load_checkpoint
+    from tagger import runs
+    from tagger.checkpoint import CheckpointError
     from tagger.inference import Predictor
-    from tagger.package import resolve_source
 
     torch.set_num_threads(args.threads)
     try:
-        loaded = load_checkpoint(resolve_source(args.model).checkpoint)
+        loaded = runs.load(args.model)
     except CheckpointError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

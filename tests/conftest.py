@@ -118,3 +118,17 @@ def tiny_ner_run(tmp_path_factory, tiny_data) -> Path:
     return train_tiny(tmp_path_factory.mktemp("ner_run"), tiny_data,
                       ["data=conll2003", "model=self_attention", "head=crf", "model.d_model=32", "model.heads=2",
                        "model.ffn_dim=32", "trainer.max_epochs=12"])
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """A private BentoML model store for the test (BENTOML_HOME too, for subprocesses)."""
+    from bentoml._internal.configuration.containers import BentoMLContainer
+    from bentoml._internal.models import ModelStore
+
+    home = tmp_path / "bentoml"
+    (home / "models").mkdir(parents=True)
+    monkeypatch.setenv("BENTOML_HOME", str(home))
+    BentoMLContainer.model_store.set(ModelStore(str(home / "models")))
+    yield home
+    BentoMLContainer.model_store.reset()

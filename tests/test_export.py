@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 from tagger.checkpoint import load_checkpoint
-from tagger.data.datamodule import collate, encode_sentence
+from tagger.data.encoding import collate, encode_sentence
 from tagger.data.vocab import Vocab
 from tagger.inference import InferenceGraph, Predictor, encode_batch
 from tagger.models.tagger import build_tagger
@@ -111,6 +112,20 @@ def test_export_cli_on_a_trained_run_and_reload(tiny_pos_run, tmp_path):
     onnx = Predictor(loaded.tagger, loaded.vocab, backend=OnnxBackend(out, threads=1))
     assert onnx.tags([["the", "big", "cat", "sees", "a", "dog", "."]]) == [["DET", "ADJ", "NOUN", "VERB", "DET", "NOUN", "PUNCT"]]
     _same_predictions(Predictor(loaded.tagger, loaded.vocab), onnx, SENTENCES)
+
+
+def test_export_takes_a_best_json_and_writes_beside_its_run(tiny_pos_run, tmp_path, capsys):
+    from tagger.export import main
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_pos_run, run)
+    best = tmp_path / "report" / "best.json"
+    best.parent.mkdir()
+    best.write_text(json.dumps({"run_dir": str(run), "task": "pos"}))
+    assert main([str(best)]) == 0
+    info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert info["onnx"] == str(run / "model.onnx") and info["checkpoint"] == str(run / "checkpoints" / "best.ckpt")
+    assert (run / "model.onnx").stat().st_size == info["bytes"]
 
 
 def test_truncated_or_foreign_onnx_file_is_a_clear_error(tiny_pos_run, tmp_path):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tagger.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
-from tagger.data.datamodule import collate, encode_sentence
+from tagger.data.encoding import collate, encode_sentence
 from tagger.inference import Predictor, encode_batch, windows
 
 
@@ -127,19 +127,6 @@ def test_document_context_model_tags_each_document_as_one_stream(tmp_path, tiny_
     assert scores(p.predict(doc, docs=["d", "d", "e"])[2:]) == scores(alone[2:])
     long = p.predict(doc * 6, docs=["d"] * 18)  # 66 tokens: windows of 24 overlapping by 12
     assert [len(s) for s in long] == [len(s) for s in doc * 6]
-
-
-def test_entities_cut_at_a_sentence_edge_are_closed():
-    from tagger.inference import close_entities
-
-    iob2 = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
-    assert close_entities(["I-PER", "I-PER", "O"], "IOB2", iob2) == ["B-PER", "I-PER", "O"]
-    assert close_entities(["O", "B-LOC", "I-LOC"], "IOB2", iob2) == ["O", "B-LOC", "I-LOC"]  # nothing cut
-    bioes = ["O", "B-PER", "I-PER", "E-PER", "S-PER"]
-    assert close_entities(["E-PER", "O", "B-PER"], "BIOES", bioes) == ["S-PER", "O", "S-PER"]
-    assert close_entities(["I-PER", "I-PER"], "BIOES", bioes) == ["B-PER", "E-PER"]
-    assert close_entities(["I-PER"], "IOB2", ["O", "I-PER"]) == ["I-PER"]  # no B-PER label: left alone
-    assert close_entities(["NOUN", "VERB"], None, ["NOUN", "VERB"]) == ["NOUN", "VERB"]  # POS: untouched
 
 
 def test_evaluate_cli_scores_a_run_again_and_writes_it_back(tmp_path, tiny_data):

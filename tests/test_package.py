@@ -3,31 +3,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import bentoml
 import pytest
 import torch
-from bentoml._internal.configuration.containers import BentoMLContainer
-from bentoml._internal.models import ModelStore
 
 from tagger import package as pkg
 from tagger.checkpoint import load_checkpoint
 from tagger.inference import Predictor
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    """A private BentoML model store for the test (BENTOML_HOME too, for subprocesses)."""
-    home = tmp_path / "bentoml"
-    (home / "models").mkdir(parents=True)
-    monkeypatch.setenv("BENTOML_HOME", str(home))
-    BentoMLContainer.model_store.set(ModelStore(str(home / "models")))
-    yield home
-    BentoMLContainer.model_store.reset()
 
 
 def versions(name: str) -> list[str]:
@@ -75,44 +61,6 @@ def test_loaded_package_predicts_like_the_checkpoint(store, tiny_ner_run):
     assert [[p.tag for p in s] for s in a] == [[p.tag for p in s] for s in b]
     assert [p.score for s in a for p in s] == pytest.approx([p.score for s in b for p in s], abs=1e-6)
     assert packaged.vocab.tag_scheme == "IOB2" and packaged.metadata["task"] == "ner"
-
-
-def test_sources_run_dir_best_json_and_checkpoint(tmp_path, tiny_pos_run):
-    ckpt = tiny_pos_run / "checkpoints" / "best.ckpt"
-    assert pkg.resolve_source(tiny_pos_run).checkpoint == ckpt
-    via_ckpt = pkg.resolve_source(ckpt)
-    assert via_ckpt.run_dir == tiny_pos_run and via_ckpt.metrics["task"] == "pos"
-    best = tmp_path / "best.json"
-    best.write_text(json.dumps({"run_dir": str(tiny_pos_run), "checkpoint": str(ckpt), "task": "pos",
-                                "dev": {"acc": 1.0}, "test": {"acc": 2.0}, "model": "self_attention", "config": {}}))
-    src = pkg.resolve_source(best)
-    assert src.checkpoint == ckpt and src.metrics["dev"] == json.loads((tiny_pos_run / "metrics.json").read_text())["dev"]
-    with pytest.raises(pkg.PackageError, match="not found"):
-        pkg.resolve_source(tmp_path / "missing")
-    with pytest.raises(pkg.PackageError, match="checkpoints/best.ckpt"):
-        pkg.resolve_source(tmp_path)
-
-
-def test_find_best_prefers_best_json_then_highest_dev(tmp_path, tiny_pos_run, tiny_ner_run):
-    runs = tmp_path / "multirun"
-    for name, src, acc in (("a", tiny_pos_run, 50.0), ("b", tiny_pos_run, 90.0), ("c", tiny_ner_run, 99.0)):
-        shutil.copytree(src, runs / name)
-        metrics = json.loads((runs / name / "metrics.json").read_text())
-        metrics["dev"][metrics["main_metric"]] = acc
-        (runs / name / "metrics.json").write_text(json.dumps(metrics))
-    assert pkg.find_best("pos", [runs]) == runs / "b"
-    assert pkg.find_best("ner", [runs]) == runs / "c"
-    assert pkg.find_best("pos", [tmp_path / "nothing"]) is None
-    reports = tmp_path / "reports"
-    reports.mkdir()
-    (reports / "best.json").write_text(json.dumps({"task": "pos", "run_dir": str(runs / "a")}))
-    assert pkg.find_best("pos", [reports, runs]) == reports / "best.json"
-    # a best.json from another machine (its run dir is not here) is skipped, not chosen and then failed on
-    (reports / "best.json").write_text(json.dumps({"task": "pos", "run_dir": str(tmp_path / "elsewhere" / "run")}))
-    assert pkg.find_best("pos", [reports, runs]) == runs / "b"
-    # nor is a best.json that is not JSON (a half-copied file): the search goes on instead of raising
-    (reports / "best.json").write_text('{"task": "pos", "run_')
-    assert pkg.find_best("pos", [reports, runs]) == runs / "b"
 
 
 def test_failure_inside_create_leaves_store_and_latest_unchanged(store, tiny_pos_run, monkeypatch):

@@ -11,7 +11,10 @@ import pytest
 import torch
 import yaml
 
-from tagger import report
+from tagger.report.build import main as report_main
+from tagger.report.stats import bucket_edges, bucket_scores, fmt, mean_std
+from tagger.report.sweeps import find_runs, read_curve
+from tagger.report.variants import assign_variants
 from tests.conftest import CONF_DIR, compose, train_tiny
 
 torch.set_num_threads(1)
@@ -77,7 +80,7 @@ def row(md: str, variant: str) -> list[str]:
 
 def run_report(tmp_path: Path, paths: list[Path], *extra: str) -> tuple[str, Path]:
     out = tmp_path / "out"
-    assert report.main([*map(str, paths), "--out", str(out), "--threads", "1", *extra]) == 0
+    assert report_main([*map(str, paths), "--out", str(out), "--threads", "1", *extra]) == 0
     return (out / "report.md").read_text(), out
 
 
@@ -98,10 +101,10 @@ def compare_sweep(tmp_path) -> Path:
 
 
 def test_mean_std_uses_sample_std():
-    assert report.mean_std([90.0, 92.0, 94.0]) == (92.0, 2.0)
-    assert report.mean_std([5.0, None]) == (5.0, None)
-    assert report.mean_std([]) == (None, None)
-    assert report.fmt((92.0, 2.0)) == "92.00 ± 2.00" and report.fmt((92.0, None)) == "92.00" and report.fmt((None, None)) == "–"
+    assert mean_std([90.0, 92.0, 94.0]) == (92.0, 2.0)
+    assert mean_std([5.0, None]) == (5.0, None)
+    assert mean_std([]) == (None, None)
+    assert fmt((92.0, 2.0)) == "92.00 ± 2.00" and fmt((92.0, None)) == "92.00" and fmt((None, None)) == "–"
 
 
 def test_main_table_is_mean_and_std_over_seeds(tmp_path, compare_sweep):
@@ -175,7 +178,7 @@ def test_rerun_removes_stale_figures(tmp_path, compare_sweep):
 
 def test_curves_read_the_validation_rows_only(tmp_path):
     d = fake_run(tmp_path, "r", "bilstm", 1, 90.0, 90.0, curve=[70.0, 80.0, 85.0, 90.0])
-    assert report.read_curve(d / "csv" / "metrics.csv", "acc") == [(0, 9, 70.0), (1, 19, 80.0), (2, 29, 85.0), (3, 39, 90.0)]
+    assert read_curve(d / "csv" / "metrics.csv", "acc") == [(0, 9, 70.0), (1, 19, 80.0), (2, 29, 85.0), (3, 39, 90.0)]
 
 
 def test_ablation_variants_are_labelled_by_what_differs(tmp_path):
@@ -186,8 +189,8 @@ def test_ablation_variants_are_labelled_by_what_differs(tmp_path):
             fake_run(tmp_path / "abl", f"{name}_seed{seed}", "self_attention", seed, 90.0 + i + seed, 88.0,
                      model_cfg=base | change, overrides=[f"ablation.variant={name}", f"seed={seed}"])
     md, out = run_report(tmp_path, [tmp_path / "abl"], "--no-eval")
-    runs, _ = report.find_runs([tmp_path / "abl"])
-    report.assign_variants(runs)
+    runs, _ = find_runs([tmp_path / "abl"])
+    assign_variants(runs)
     labels = {r.variant for r in runs}
     assert "self_attention pos_encoding=learned score=scaled_dot window=null" in labels
     assert "self_attention pos_encoding=relative score=dot window=null" in labels
@@ -200,24 +203,24 @@ def test_ablation_variants_are_labelled_by_what_differs(tmp_path):
 
 
 def test_bad_inputs_are_named(tmp_path, capsys):
-    assert report.main([str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
+    assert report_main([str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
     assert "nope: no such run or sweep dir" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
-    assert report.main([str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 2
+    assert report_main([str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 2
     fake_run(tmp_path / "mixed", "pos", "bilstm", 1, 90.0, 90.0)
     ner = fake_run(tmp_path / "mixed", "ner", "bilstm", 1, 90.0, 90.0)
     m = json.loads((ner / "metrics.json").read_text())
     (ner / "metrics.json").write_text(json.dumps(m | {"task": "ner", "main_metric": "f1", "dev": {"f1": 90.0}, "test": {"f1": 90.0}}))
-    assert report.main([str(tmp_path / "mixed"), "--out", str(tmp_path / "o"), "--no-eval"]) == 2
+    assert report_main([str(tmp_path / "mixed"), "--out", str(tmp_path / "o"), "--no-eval"]) == 2
     assert "different tasks" in capsys.readouterr().err
 
 
 def test_length_buckets_end_at_the_longest_sentence():
-    assert report.bucket_edges((10, 20, 30, 40, 60), 75) == [(1, 10), (11, 20), (21, 30), (31, 40), (41, 60), (61, 75)]
-    assert report.bucket_edges((10, 20, 30), 14) == [(1, 10), (11, 14)]
+    assert bucket_edges((10, 20, 30, 40, 60), 75) == [(1, 10), (11, 20), (21, 30), (31, 40), (41, 60), (61, 75)]
+    assert bucket_edges((10, 20, 30), 14) == [(1, 10), (11, 14)]
     gold = [["A"] * 3, ["A"] * 12, ["A"] * 13]
     pred = [["A"] * 3, ["A"] * 11 + ["B"], ["B"] * 13]
-    scores = report.bucket_scores("pos", None, gold, pred, [(1, 10), (11, 20)])
+    scores = bucket_scores("pos", None, gold, pred, [(1, 10), (11, 20)])
     assert scores[0] == {"score": 100.0, "n_sent": 1, "n_tok": 3}
     assert scores[1]["n_tok"] == 25 and scores[1]["score"] == pytest.approx(100 * 11 / 25)
 
@@ -290,3 +293,21 @@ def test_ner_report_has_per_type_scores_and_f1_by_length(tmp_path, tiny_ner_run)
     assert (out / "per_type.png").exists() and (out / "length_buckets.png").exists()
     assert "entity F1" in md and "differs from metrics.json" not in md
     assert json.loads((out / "best.json").read_text())["main_metric"] == "f1"
+
+
+def test_html_is_the_markdown_rendered_with_figures_inlined(tmp_path):
+    from tagger.report.document import Doc
+
+    png = tmp_path / "fig.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\nfake")
+    doc = Doc()
+    doc.h(2, "Scores <raw>")
+    doc.table(["variant", "dev"], [["`a|b`", "92.10 ± 0.31"]], "caption with **bold**")
+    doc.figure(png, "a figure")
+    md = doc.markdown()
+    assert "| `a\\|b` | 92.10 ± 0.31 |" in md and "![fig](fig.png)" in md
+    page = doc.html("title")
+    assert "<h2>Scores &lt;raw&gt;</h2>" in page  # text is escaped, never taken as HTML
+    assert "<code>a|b</code>" in page and '<td class="num">92.10 ± 0.31</td>' in page
+    assert "<em>caption with <strong>bold</strong></em>" in page
+    assert 'src="data:image/png;base64,iVBORw0KGgpmYWtl"' in page

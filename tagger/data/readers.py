@@ -5,7 +5,7 @@ Two on-disk formats are supported:
 * CoNLL-U (Universal Dependencies) for POS tagging, via :func:`read_conllu`;
 * whitespace/tab separated column files such as CoNLL-2003 for NER, via
   :func:`read_conll_columns`, with entity tags converted between IOB1, IOB2
-  and BIOES by :func:`convert_scheme`.
+  and BIOES by :func:`tagger.schemes.convert_scheme`.
 
 Readers return plain ``{"id", "doc", "tokens", "tags"}`` dicts (``doc``: the document the sentence
 belongs to, for document context); :func:`build_dataset_dict`
@@ -29,24 +29,16 @@ from pathlib import Path  # noqa: E402
 
 import datasets  # noqa: E402
 
+from tagger.schemes import NO_SCHEME, canonical_scheme, convert_scheme, split_tag  # noqa: E402
+
 __all__ = [
-    "SCHEMES",
     "CorpusFormatError",
-    "convert_scheme",
     "read_conllu",
     "read_conll_columns",
     "build_dataset_dict",
     "ConlluCorpus",
     "ColumnCorpus",
 ]
-
-SCHEMES = ("IOB1", "IOB2", "BIOES")
-
-# Prefixes a tag may carry in each scheme ("O" is always allowed on its own).
-_PREFIXES = {"IOB1": ("B", "I"), "IOB2": ("B", "I"), "BIOES": ("B", "I", "E", "S")}
-
-# Values of `scheme` meaning "these tags are not entity tags, leave them alone".
-_NO_SCHEME = (None, "none", "NONE", "None")
 
 DATA_DIR_ENV = "TAGGER_DATA_DIR"
 
@@ -60,92 +52,6 @@ class CorpusFormatError(ValueError):
         self.path = str(path)
         self.lineno = lineno
         super().__init__(f"{path}:{lineno}: {message}")
-
-
-# --------------------------------------------------------------------------- #
-# Tagging schemes
-# --------------------------------------------------------------------------- #
-
-
-def _canonical_scheme(scheme: str) -> str:
-    name = str(scheme).upper()
-    if name not in SCHEMES:
-        raise ValueError(f"unknown tagging scheme {scheme!r}; allowed schemes: {', '.join(SCHEMES)}")
-    return name
-
-
-def _split_tag(tag: str, scheme: str) -> tuple[str, str | None]:
-    """Return (prefix, entity type), or ("O", None); raise ValueError on a tag foreign to `scheme`."""
-    if tag == "O":
-        return "O", None
-    prefix, sep, label = tag.partition("-")
-    if not sep or not label or prefix not in _PREFIXES[scheme]:
-        allowed = ", ".join(f"{p}-TYPE" for p in _PREFIXES[scheme])
-        raise ValueError(f"tag {tag!r} is not valid in the {scheme} scheme (expected O, {allowed})")
-    return prefix, label
-
-
-def _spans(tags: list[str], scheme: str) -> list[tuple[int, int, str]]:
-    """Decode tags into entity spans ``(start, end_exclusive, type)``.
-
-    Decoding is lenient in the way conlleval is: an I- (or E-) tag that cannot
-    continue the current entity (after O, after another type, or after an
-    entity that was already closed by E-/S-) starts a new one instead of being
-    rejected.  This makes IOB1 and IOB2 decoding the same procedure.
-    """
-    spans: list[tuple[int, int, str]] = []
-    start: int | None = None  # start of the entity that may still be continued
-    current: str | None = None
-    for i, tag in enumerate(tags):
-        prefix, label = _split_tag(tag, scheme)
-        continues = prefix in ("I", "E") and start is not None and label == current
-        if start is not None and not continues:
-            spans.append((start, i, current))  # type: ignore[arg-type]
-            start, current = None, None
-        if prefix == "O":
-            continue
-        if not continues:
-            start, current = i, label
-        if prefix in ("E", "S"):
-            # BIOES closes the entity explicitly: a following I-/E- must start anew.
-            spans.append((start, i + 1, current))  # type: ignore[arg-type]
-            start, current = None, None
-    if start is not None:
-        spans.append((start, len(tags), current))  # type: ignore[arg-type]
-    return spans
-
-
-def _encode(spans: list[tuple[int, int, str]], length: int, scheme: str) -> list[str]:
-    tags = ["O"] * length
-    prev_end, prev_type = -1, None
-    for start, end, label in spans:
-        if scheme == "BIOES" and end - start == 1:
-            tags[start] = f"S-{label}"
-        else:
-            if scheme == "IOB1":
-                # IOB1 only marks a beginning when it is needed to separate two
-                # adjacent entities of the same type.
-                first = "B" if (prev_end == start and prev_type == label) else "I"
-            else:
-                first = "B"
-            tags[start] = f"{first}-{label}"
-            for i in range(start + 1, end):
-                tags[i] = f"I-{label}"
-            if scheme == "BIOES":
-                tags[end - 1] = f"E-{label}"
-        prev_end, prev_type = end, label
-    return tags
-
-
-def convert_scheme(tags: list[str], source: str, target: str) -> list[str]:
-    """Convert one sentence's entity tags from scheme `source` to scheme `target`.
-
-    Conversion decodes the tags into entity spans and re-encodes them, so
-    ill-formed input (e.g. IOB2 ``O I-PER``) is normalised the way conlleval
-    reads it, even when ``source == target``.
-    """
-    source, target = _canonical_scheme(source), _canonical_scheme(target)
-    return _encode(_spans(list(tags), source), len(tags), target)
 
 
 # --------------------------------------------------------------------------- #
@@ -268,8 +174,8 @@ def read_conll_columns(
     pass ``scheme=None`` (or ``"none"``) for non-entity tags such as POS.
     """
     path = Path(path)
-    source = None if scheme in _NO_SCHEME else _canonical_scheme(scheme)  # type: ignore[arg-type]
-    target = _canonical_scheme(target_scheme) if source else None
+    source = None if scheme in NO_SCHEME else canonical_scheme(scheme)  # type: ignore[arg-type]
+    target = canonical_scheme(target_scheme) if source else None
     if empty_words not in ("error", "keep"):
         raise ValueError(f"data.corpus.empty_words must be 'error' or 'keep', got {empty_words!r}")
     width: tuple[int, int] | None = None  # (fields, line) of the first token line
@@ -315,7 +221,7 @@ def read_conll_columns(
             # Validate here, where the line number is known, so convert_scheme
             # cannot fail later with only a sentence-level message.
             try:
-                _split_tag(tag, source)
+                split_tag(tag, source)
             except ValueError as err:
                 raise CorpusFormatError(path, lineno, str(err)) from None
         if first_lineno is None:
@@ -467,8 +373,8 @@ class ColumnCorpus(_FileCorpus):
             raise ValueError(f"data.corpus.empty_words must be 'error' or 'keep', got {empty_words!r}")
         self.empty_words = empty_words
         # Validate scheme names now, so a config typo fails at instantiation.
-        self.scheme = None if scheme in _NO_SCHEME else _canonical_scheme(scheme)  # type: ignore[arg-type]
-        self.target_scheme = _canonical_scheme(target_scheme)
+        self.scheme = None if scheme in NO_SCHEME else canonical_scheme(scheme)  # type: ignore[arg-type]
+        self.target_scheme = canonical_scheme(target_scheme)
         self.word_column = int(word_column)
         self.tag_column = int(tag_column)
         self.separator = separator

@@ -9,6 +9,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 class BiLSTMEncoder(nn.Module):
     """x (B,T,D), mask (B,T) -> (B,T,2*hidden_dim)."""
 
+    has_attention = False  # the encoder contract: no attention weights to show
+
     def __init__(self, input_dim: int, hidden_dim: int = 256, layers: int = 2, dropout: float = 0.33):
         super().__init__()
         self.lstm = nn.LSTM(input_dim, hidden_dim, num_layers=layers, batch_first=True,

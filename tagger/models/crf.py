@@ -27,66 +27,14 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from tagger.schemes import allowed_transitions
+
 # Added to the scores of transitions the tagging scheme forbids. Large enough that
 # no path through a forbidden transition can win against any allowed path (the
 # encoder's emissions are orders of magnitude smaller), yet finite so that a
 # sentence whose *gold* path is invalid still gets a finite loss and gradient.
 # Also representable in float16/bfloat16.
 FORBIDDEN = -1e4
-
-SCHEMES = ("IOB2", "BIOES")
-
-
-def _split_label(label: str, scheme: str) -> tuple[str, str | None]:
-    """'B-PER' -> ('B', 'PER'); 'O' -> ('O', None). Rejects prefixes the scheme lacks."""
-    if label == "O":
-        return "O", None
-    prefix, sep, etype = label.partition("-")
-    allowed = "BI" if scheme == "IOB2" else "BIES"
-    if not sep or not etype or len(prefix) != 1 or prefix not in allowed:
-        raise ValueError(f"label {label!r} is not a valid {scheme} label (expected 'O' or one of "
-                         f"{', '.join(p + '-X' for p in allowed)})")
-    return prefix, etype
-
-
-def allowed_transitions(labels: list[str], scheme: str | None) -> tuple[Tensor, Tensor, Tensor]:
-    """
-    Which starts, transitions and ends a tagging scheme permits.
-
-    Args:
-        labels: tag names, index i of the CRF corresponds to labels[i].
-        scheme: None (everything allowed), "IOB2" or "BIOES".
-    Returns:
-        start (C,) bool, trans (C, C) bool with trans[i, j] = may tag j follow tag i,
-        end (C,) bool.
-    Raises:
-        ValueError for an unknown scheme or a label the scheme cannot parse.
-    """
-    C = len(labels)
-    start = torch.ones(C, dtype=torch.bool)
-    trans = torch.ones(C, C, dtype=torch.bool)
-    end = torch.ones(C, dtype=torch.bool)
-    if scheme is None:
-        return start, trans, end
-    if scheme not in SCHEMES:
-        raise ValueError(f"unknown tagging scheme {scheme!r}; expected one of {SCHEMES} or None")
-
-    parsed = [_split_label(label, scheme) for label in labels]
-    for j, (pj, tj) in enumerate(parsed):
-        if scheme == "IOB2":
-            # an entity can only be continued, never opened, by I-X
-            start[j] = pj != "I"
-            for i, (pi, ti) in enumerate(parsed):
-                trans[i, j] = pj != "I" or (pi in "BI" and ti == tj)
-        else:  # BIOES
-            start[j] = pj in "BSO"
-            end[j] = pj in "ESO"
-            for i, (pi, ti) in enumerate(parsed):
-                if pi in "BI":  # inside an open entity: must continue or close the same type
-                    trans[i, j] = pj in "IE" and ti == tj
-                else:  # after E-*, S-* or O no entity is open
-                    trans[i, j] = pj in "BSO"
-    return start, trans, end
 
 
 class CRF(nn.Module):
@@ -117,7 +65,8 @@ class CRF(nn.Module):
         self.transitions = nn.Parameter(torch.empty(num_tags, num_tags).uniform_(-0.1, 0.1))
 
         if labels is not None:
-            start_ok, trans_ok, end_ok = allowed_transitions(self.labels, scheme)
+            start_ok, trans_ok, end_ok = (torch.tensor(a, dtype=torch.bool)
+                                          for a in allowed_transitions(self.labels, scheme))
         else:
             start_ok = torch.ones(num_tags, dtype=torch.bool)
             trans_ok = torch.ones(num_tags, num_tags, dtype=torch.bool)

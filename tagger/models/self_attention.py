@@ -73,6 +73,8 @@ class SelfAttentionEncoder(nn.Module):
     """x (B,T,input_dim), mask (B,T) -> (B,T,d_model); with ``need_weights`` also the attention
     weights of every layer, a list of (B,heads,T,T)."""
 
+    has_attention = True  # the encoder contract: forward(..., need_weights=True) returns them
+
     def __init__(
         self,
         input_dim: int,

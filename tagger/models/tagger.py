@@ -19,7 +19,11 @@ class AttentionNotSupported(TypeError):
 
 
 class Tagger(nn.Module):
-    """``doc_window``: trained on rows of consecutive sentences of a document up to that many tokens
+    """The encoder contract: an ``nn.Module`` with ``output_dim``, ``forward(x (B,T,D), mask (B,T)) -> (B,T,output_dim)``
+    and a class attribute ``has_attention``; where it is True, ``forward(x, mask, need_weights=True)`` returns
+    ``(h, weights)``, weights a list per layer of (B,heads,T,T).
+
+    ``doc_window``: trained on rows of consecutive sentences of a document up to that many tokens
     (``data.doc_window``); prediction then tags documents in windows of that size. None: sentences alone.
     ``aux``: an auxiliary training objective (``tagger.models.objectives``, config group ``aux``); it adds
     to the training loss only and never changes what the model predicts."""
@@ -33,7 +37,8 @@ class Tagger(nn.Module):
 
     @property
     def supports_attention(self) -> bool:
-        return hasattr(self.encoder, "blocks")
+        """What the encoder declares (``has_attention``, part of the encoder contract)."""
+        return bool(self.encoder.has_attention)
 
     @property
     def max_len(self) -> int | None:

@@ -13,6 +13,8 @@ class WindowFCEncoder(nn.Module):
     edge (and padding) take a learned PADDING vector, as Collobert's padding word does.
     """
 
+    has_attention = False  # the encoder contract: no attention weights to show
+
     def __init__(self, input_dim: int, window: int = 2, hidden_dim: int = 300, layers: int = 1,
                  dropout: float = 0.3, activation: str = "relu"):
         super().__init__()

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tagger.data.datamodule import BucketBatchSampler, TaggerDataModule, collate, document_runs, encode_sentence, pack
+from tagger.data.datamodule import BucketBatchSampler, TaggerDataModule
 from tagger.data.readers import ColumnCorpus, ConlluCorpus
 from tagger.data.vocab import IGNORE_INDEX, PAD_ID, Vocab
 
@@ -67,14 +67,6 @@ def test_doc_window_packs_consecutive_sentences_of_one_document(tiny_data):
     assert len(dm.encoded["train"]) < len(train)  # rows do hold several sentences
 
 
-def test_document_runs_and_pack():
-    assert document_runs(None, 3) == [[0], [1], [2]]
-    assert document_runs(["a", "a", "b", "a"], 4) == [[0, 1], [2], [3]]  # only adjacent sentences join
-    with pytest.raises(ValueError, match="2 document ids for 3 sentences"):
-        document_runs(["a", "b"], 3)
-    assert pack([3, 4, 5, 30, 2, 2], 10) == [[0, 1], [2], [3], [4, 5]]
-
-
 def test_bad_doc_window_names_the_key(tiny_data):
     with pytest.raises(ValueError, match="data.doc_window"):
         _dm(tiny_data, doc_window=0)
@@ -90,14 +82,6 @@ def test_bucketing_groups_similar_lengths_and_is_reproducible():
     spread = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in a) / len(a)
     assert spread < 10  # random batches would spread over ~40 lengths
     assert sorted(i for b in a for i in b) == list(range(400))
-
-
-def test_long_words_keep_prefix_and_suffix():
-    v = Vocab.build([["abc"]], ["X"], "pos")
-    item = encode_sentence(v, ["a" * 10 + "b" * 30 + "c" * 10])
-    batch = collate([item], max_word_chars=8)
-    chars = batch["chars"][0, 0].tolist()
-    assert chars == [v.char_ids("a")[0]] * 4 + [v.char_ids("c")[0]] * 4
 
 
 def test_max_train_len_filters_train_only(tiny_data):

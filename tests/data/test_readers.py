@@ -8,12 +8,10 @@ import datasets
 import pytest
 
 from tagger.data.readers import (
-    SCHEMES,
     ColumnCorpus,
     ConlluCorpus,
     CorpusFormatError,
     build_dataset_dict,
-    convert_scheme,
     read_conll_columns,
     read_conllu,
 )
@@ -26,74 +24,6 @@ def write(path: Path, text: str) -> Path:
 
 def conllu_line(i: str, form: str, upos: str = "NOUN", xpos: str = "NN") -> str:
     return "\t".join([i, form, form.lower(), upos, xpos, "_", "0", "root", "_", "_"])
-
-
-# --------------------------------------------------------------------------- #
-# convert_scheme
-# --------------------------------------------------------------------------- #
-
-
-@pytest.mark.parametrize(
-    ("iob1", "iob2"),
-    [
-        # I- at sentence start begins an entity
-        (["I-PER", "I-PER", "O"], ["B-PER", "I-PER", "O"]),
-        # B- separates two adjacent entities of the same type
-        (["I-PER", "B-PER", "I-PER"], ["B-PER", "B-PER", "I-PER"]),
-        # a type change without B- still starts a new entity
-        (["I-PER", "I-LOC"], ["B-PER", "B-LOC"]),
-        # entity after O
-        (["O", "I-ORG", "I-ORG", "O", "I-MISC"], ["O", "B-ORG", "I-ORG", "O", "B-MISC"]),
-        # single-token entities
-        (["I-LOC"], ["B-LOC"]),
-        (["I-LOC", "B-LOC", "B-LOC"], ["B-LOC", "B-LOC", "B-LOC"]),
-        (["O", "O"], ["O", "O"]),
-        ([], []),
-    ],
-)
-def test_iob1_to_iob2(iob1: list[str], iob2: list[str]) -> None:
-    assert convert_scheme(iob1, "IOB1", "IOB2") == iob2
-    # and back: IOB1 only uses B- where it is needed
-    assert convert_scheme(iob2, "IOB2", "IOB1") == iob1
-
-
-def test_iob2_bioes_round_trip() -> None:
-    iob2 = ["B-PER", "I-PER", "I-PER", "O", "B-LOC", "B-LOC", "I-LOC", "O", "B-ORG", "I-ORG"]
-    bioes = ["B-PER", "I-PER", "E-PER", "O", "S-LOC", "B-LOC", "E-LOC", "O", "B-ORG", "E-ORG"]
-    assert convert_scheme(iob2, "IOB2", "BIOES") == bioes
-    assert convert_scheme(bioes, "BIOES", "IOB2") == iob2
-    iob1 = convert_scheme(bioes, "BIOES", "IOB1")
-    assert iob1 == ["I-PER", "I-PER", "I-PER", "O", "I-LOC", "B-LOC", "I-LOC", "O", "I-ORG", "I-ORG"]
-    assert convert_scheme(iob1, "IOB1", "BIOES") == bioes
-
-
-def test_ill_formed_iob2_is_read_like_conlleval() -> None:
-    # I-X after O and I-Y after I-X both start a new entity
-    assert convert_scheme(["O", "I-PER", "I-PER", "I-LOC"], "IOB2", "IOB2") == ["O", "B-PER", "I-PER", "B-LOC"]
-    assert convert_scheme(["I-PER", "O", "I-PER"], "IOB2", "BIOES") == ["S-PER", "O", "S-PER"]
-
-
-def test_lenient_bioes_decoding() -> None:
-    # I-/E- after a closed entity start a new one instead of extending it
-    assert convert_scheme(["S-PER", "I-PER", "E-PER"], "BIOES", "IOB2") == ["B-PER", "B-PER", "I-PER"]
-    assert convert_scheme(["O", "E-LOC"], "BIOES", "IOB2") == ["O", "B-LOC"]
-
-
-@pytest.mark.parametrize(
-    ("tag", "scheme"),
-    [("E-PER", "IOB1"), ("S-PER", "IOB2"), ("PER", "IOB2"), ("B-", "BIOES"), ("X-PER", "BIOES"), ("o", "IOB1")],
-)
-def test_bad_tag_raises_naming_it(tag: str, scheme: str) -> None:
-    with pytest.raises(ValueError, match=repr(tag)):
-        convert_scheme(["O", tag], scheme, "IOB2")
-
-
-def test_unknown_scheme_names_allowed_ones() -> None:
-    with pytest.raises(ValueError, match="IOB1, IOB2, BIOES"):
-        convert_scheme(["O"], "IOBES", "IOB2")
-    with pytest.raises(ValueError, match="allowed"):
-        convert_scheme(["O"], "IOB2", "BILOU")
-    assert SCHEMES == ("IOB1", "IOB2", "BIOES")
 
 
 # --------------------------------------------------------------------------- #

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from tagger.models.crf import CRF, allowed_transitions
+from tagger.models.crf import CRF
 
 IOB2_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 
@@ -158,52 +158,6 @@ def test_nll_is_log_z_minus_score_and_reductions(C, lengths, seed):
 
 
 # ----------------------------------------------------------------------------- constraints
-
-def test_allowed_transitions_none_is_all_true():
-    start, trans, end = allowed_transitions(["O", "B-X", "I-X"], None)
-    assert start.all() and trans.all() and end.all()
-    assert start.shape == (3,) and trans.shape == (3, 3) and end.shape == (3,)
-
-
-def test_allowed_transitions_iob2_by_hand():
-    start, trans, end = allowed_transitions(IOB2_LABELS, "IOB2")
-    T, F = True, False
-    assert start.tolist() == [T, T, F, T, F]
-    assert end.tolist() == [T, T, T, T, T]
-    assert trans.tolist() == [
-        # to: O  B-PER I-PER B-LOC I-LOC        from:
-        [T, T, F, T, F],  # O
-        [T, T, T, T, F],  # B-PER
-        [T, T, T, T, F],  # I-PER
-        [T, T, F, T, T],  # B-LOC
-        [T, T, F, T, T],  # I-LOC
-    ]
-
-
-def test_allowed_transitions_bioes_by_hand():
-    labels = ["O", "B-X", "I-X", "E-X", "S-X", "B-Y", "E-Y"]
-    start, trans, end = allowed_transitions(labels, "BIOES")
-    T, F = True, False
-    assert start.tolist() == [T, T, F, F, T, T, F]
-    assert end.tolist() == [T, F, F, T, T, F, T]
-    assert trans.tolist() == [
-        # to: O  B-X I-X E-X S-X B-Y E-Y      from:
-        [T, T, F, F, T, T, F],  # O
-        [F, F, T, T, F, F, F],  # B-X
-        [F, F, T, T, F, F, F],  # I-X
-        [T, T, F, F, T, T, F],  # E-X
-        [T, T, F, F, T, T, F],  # S-X
-        [F, F, F, F, F, F, T],  # B-Y
-        [T, T, F, F, T, T, F],  # E-Y
-    ]
-
-
-def test_allowed_transitions_errors():
-    with pytest.raises(ValueError, match="IOBX"):
-        allowed_transitions(IOB2_LABELS, "IOBX")
-    with pytest.raises(ValueError, match="E-PER"):
-        allowed_transitions(["O", "E-PER"], "IOB2")
-
 
 def test_constructor_errors():
     with pytest.raises(ValueError, match="labels"):

@@ -114,3 +114,25 @@ def test_window_per_layer_local_below_whole_input_on_top():
     assert top[0][:, far].min() > 0  # layer 2 sees every token
     with pytest.raises(ValueError, match=r"model.window.*model.layers=2"):
         SelfAttentionEncoder(D, d_model=16, heads=2, layers=2, window=[3, None, 3])
+
+
+@pytest.mark.parametrize("name,enc", list(itertools.islice(encoders(), 3)),  # window_fc, bilstm, self-attention
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_encoders_declare_whether_they_have_attention_weights(name, enc):
+    from tagger.models.heads import SoftmaxHead
+    from tagger.models.tagger import AttentionNotSupported, Tagger
+
+    class WordsOnly(torch.nn.Embedding):  # the embedder's interface: (words, chars) -> (B,T,D)
+        def forward(self, words, chars):
+            return super().forward(words)
+
+    assert type(enc).has_attention is name.startswith("sa-")  # a class attribute of every encoder
+    tagger = Tagger(WordsOnly(20, D), enc, SoftmaxHead(enc.output_dim, labels=["A", "B"])).eval()
+    assert tagger.supports_attention is enc.has_attention
+    batch = {"words": torch.ones(1, 5, dtype=torch.long), "chars": torch.ones(1, 5, 3, dtype=torch.long),
+             "mask": torch.ones(1, 5, dtype=torch.bool)}
+    if enc.has_attention:
+        assert [w.shape for w in tagger.attention(batch)] == [(1, 2, 5, 5)] * 2  # per layer (B,heads,T,T)
+    else:
+        with pytest.raises(AttentionNotSupported, match=type(enc).__name__):
+            tagger.attention(batch)

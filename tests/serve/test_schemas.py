@@ -118,12 +118,15 @@ def test_entity_spans_with_offsets_and_bioes(service_module):
         at += len(w)
     tags = ["B-PER", "E-PER", "O", "S-PER", "O", "B-LOC", "E-LOC"]
     scores = [0.9, 0.7, 1.0, 0.5, 1.0, 0.8, 0.6]
-    spans = service_module.entity_spans(words, tags, scores, offsets, text)
+    spans = service_module.entity_spans(words, tags, scores, offsets, text, "BIOES")
     assert [(e.text, e.label, e.token_start, e.token_end) for e in spans] == [
         ("Mary Smith", "PER", 0, 2), ("Anna", "PER", 3, 4), ("New York", "LOC", 5, 7)]
     assert spans[0].score == pytest.approx(0.8) and text[spans[2].start:spans[2].end] == "New York"
     no_offsets = service_module.entity_spans(words, ["B-PER", "I-PER", "O", "O", "O", "B-LOC", "I-LOC"], scores, None, None)
     assert [(e.text, e.start) for e in no_offsets] == [("Mary Smith", None), ("New York", None)]
+    # strict IOB2, as scoring reads entities: an I- after O opens none
+    strict = service_module.entity_spans(words, ["B-PER", "I-PER", "O", "I-PER", "O", "O", "I-LOC"], scores, None, None)
+    assert [(e.text, e.label) for e in strict] == [("Mary Smith", "PER")]
 
 
 def _front(service_module, **metadata):

@@ -1,0 +1,85 @@
+"""Re-evaluation of each run's best checkpoint on the test split, through :func:`tagger.evaluate.score_split`
+(the prediction and scoring that training and ``python -m tagger.evaluate`` use); cached per checkpoint."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from tagger.report.sweeps import ReportError, Run
+
+CACHE_VERSION = 1
+
+
+def checkpoint_of(run: Run) -> Path | None:
+    """The run's best checkpoint (:func:`tagger.runs.best_checkpoint`)."""
+    from tagger.runs import best_checkpoint
+
+    return best_checkpoint(run.path, run.metrics)
+
+
+def _encode(sents: list[list[str]], index: dict[str, int]) -> list[list[int]]:
+    return [[index[t] for t in s] for s in sents]
+
+
+def decode(ev: dict[str, Any], key: str) -> list[list[str]]:
+    labels = ev["labels"]
+    return [[labels[i] for i in s] for s in ev[key]]
+
+
+def unseen_mask(ev: dict[str, Any]) -> list[list[bool]]:
+    return [[c == "1" for c in s] for s in ev["unseen"]]
+
+
+def evaluate_run(run: Run, cache_dir: Path, threads: int, batch_size: int, data_dir: str | None) -> dict[str, Any]:
+    """Predict the test split with the run's best checkpoint and saved vocab; cached in ``cache_dir``.
+
+    Returns {"labels", "gold", "pred" (label ids per sentence), "unseen" ("0"/"1" per token, from the
+    model's vocab), "scheme", "tokens_per_s", "seconds", "n_tokens", "threads", "loadavg", and for
+    runs trained on short sentences with a learned position table "pred_windowed" (tagged in
+    overlapping windows of ``window`` = data.max_train_len tokens)}.
+    """
+    import torch
+
+    from tagger.checkpoint import load_checkpoint
+    from tagger.evaluate import load_corpus, score_split
+
+    ckpt = checkpoint_of(run)
+    if ckpt is None:
+        raise ReportError(f"{run.path}: no best checkpoint (metrics.json names {run.metrics.get('best_checkpoint')})")
+    stat = ckpt.stat()
+    windowed = run.max_train_len is not None and (run.config.get("model") or {}).get("pos_encoding") == "learned"
+    key = {"version": CACHE_VERSION, "checkpoint": str(ckpt.resolve()), "mtime_ns": stat.st_mtime_ns,
+           "size": stat.st_size, "threads": threads, "batch_size": batch_size, "windowed": windowed}
+    cache = cache_dir / f"{run.path.name}-{hashlib.sha1(str(run.path.resolve()).encode()).hexdigest()[:8]}.json.gz"
+    if cache.exists():
+        try:
+            cached = json.loads(gzip.decompress(cache.read_bytes()))
+            if cached.get("key") == key:
+                return cached
+        except (OSError, ValueError):
+            pass  # unreadable cache: evaluate again
+
+    loaded = load_checkpoint(ckpt)
+    test = load_corpus(run.config["data"]["corpus"], data_dir)["test"]
+    torch.set_num_threads(threads)
+    # warm-up of 16 sentences: first-call allocations are not inference speed
+    scored = score_split(loaded.tagger, loaded.vocab, test, batch_size, warmup=16)
+    labels = sorted({t for s in scored.gold + scored.pred for t in s})
+    index = {t: i for i, t in enumerate(labels)}
+    ev = {
+        "key": key, "labels": labels, "gold": _encode(scored.gold, index), "pred": _encode(scored.pred, index),
+        "unseen": ["".join("1" if u else "0" for u in s) for s in scored.unseen],
+        "scheme": loaded.vocab.tag_scheme, "task": loaded.vocab.task,
+        "tokens_per_s": scored.n_tokens / scored.seconds if scored.seconds else None, "seconds": scored.seconds,
+        "n_tokens": scored.n_tokens, "threads": threads, "loadavg": os.getloadavg()[0], "max_len": loaded.tagger.max_len,
+    }
+    if windowed:  # what a table of only max_train_len rows would force: overlapping windows
+        short = score_split(loaded.tagger, loaded.vocab, test, batch_size, window=int(run.max_train_len))
+        ev |= {"window": short.window, "window_overlap": short.overlap, "pred_windowed": _encode(short.pred, index)}
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    cache.write_bytes(gzip.compress(json.dumps(ev).encode()))
+    return ev

@@ -1,0 +1,124 @@
+"""Variants: model name + the config values that differ between runs of that model; seeds of one
+variant form a group; the best run is chosen by the dev metric."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from tagger.report.sweeps import Run, Sweep, _identity
+
+MODEL_ORDER = ("window_fc", "bilstm", "self_attention", "self_attention_ner")  # lecture order: window, RNN, attention
+# config keys that differ between runs without making them different models
+_NOT_VARIANT = ("seed", "data.seed", "output_dir", "ckpt_path", "data_dir", "data.corpus.data_dir", "ablation")
+_NAMED_GROUPS = {"model": "model_name", "head": "head_name", "data": "data_name"}
+
+
+def _flatten(d: Any, prefix: str = "") -> dict[str, str]:
+    if isinstance(d, dict):
+        out: dict[str, str] = {}
+        for k, v in d.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: d if isinstance(d, str) else json.dumps(d)}
+
+
+def _varying_config(run: Run) -> dict[str, str]:
+    flat = _flatten(run.config)
+    out_dir = str(run.config.get("output_dir") or run.path)
+    return {k: v for k, v in flat.items()
+            if not any(k == p or k.startswith(p + ".") for p in _NOT_VARIANT) and out_dir not in v}
+
+
+def _short(key: str) -> str:
+    if key in _NAMED_GROUPS.values():
+        return key.removesuffix("_name")
+    return key.removeprefix("model.")
+
+
+def _label_value(v: str) -> str:
+    """Sampled floats (Optuna) shortened to 4 significant digits."""
+    return f"{float(v):.4g}" if re.fullmatch(r"-?\d+\.\d{5,}", v) else v
+
+
+def assign_variants(runs: Sequence[Run]) -> None:
+    """Label every run. Completed runs: model name + ``key=value`` for each config value that differs
+    between completed runs of that model (keys of a group chosen by name, e.g. ``head.*``, only count
+    when they differ between runs with the same choice). Runs without results take the label of
+    completed runs with the same overrides (seed aside), else a label from their overrides."""
+    ok = [r for r in runs if r.ok]
+    flats = {id(r): _varying_config(r) for r in ok}
+    by_model: dict[str, list[Run]] = {}
+    for r in ok:
+        by_model.setdefault(str(r.metrics.get("model")), []).append(r)
+    for name, group in by_model.items():
+        keys = sorted({k for r in group for k in flats[id(r)]})
+        varying = []
+        for k in keys:
+            named = _NAMED_GROUPS.get(k.split(".")[0]) if "." in k else None
+            # head.constrain differs between softmax and crf runs only because head_name does
+            subsets: dict[str, set[str | None]] = {}
+            for r in group:
+                subsets.setdefault(flats[id(r)].get(named, "") if named else "", set()).add(flats[id(r)].get(k))
+            if any(len(v) > 1 for v in subsets.values()):
+                varying.append(k)
+        for r in group:
+            extra = " ".join(f"{_short(k)}={_label_value(flats[id(r)].get(k, 'unset'))}" for k in varying)
+            r.variant = f"{name} {extra}".strip()
+    labels = {r.identity(): r.variant for r in ok}
+    for r in runs:
+        if not r.ok:
+            r.variant = label_without_results(r.overrides, labels, r.model_choice)
+
+
+def label_without_results(overrides: Iterable[str], labels: dict[frozenset[str], str],
+                          model_choice: str | None = None) -> str:
+    """The variant of a run that has no results: that of completed runs with the same overrides (seed
+    aside), else the model name and the overrides that set it apart."""
+    ident = _identity(overrides)
+    if ident in labels:
+        return labels[ident]
+    model = next((o.split("=", 1)[1] for o in ident if o.startswith("model=")), model_choice or "?")
+    rest = sorted(o for o in ident if not o.startswith(("model=", "experiment=")))
+    return f"{model} [{' '.join(rest)}]" if rest else model
+
+
+@dataclass
+class Group:
+    variant: str
+    runs: list[Run] = field(default_factory=list)  # completed
+    failed: list[Run] = field(default_factory=list)  # run dirs without results
+    missing: list[list[str]] = field(default_factory=list)  # sweep jobs never started
+
+    @property
+    def model(self) -> str:
+        return self.variant.split(" ", 1)[0]
+
+    @property
+    def n_planned(self) -> int:
+        return len(self.runs) + len(self.failed) + len(self.missing)
+
+
+def make_groups(runs: Sequence[Run], missing: Sequence[tuple[Sweep, list[str]]]) -> list[Group]:
+    groups: dict[str, Group] = {}
+    for r in runs:
+        g = groups.setdefault(r.variant, Group(r.variant))
+        (g.runs if r.ok else g.failed).append(r)
+    labels = {r.identity(): r.variant for r in runs if r.ok}
+    for sweep, combo in missing:
+        variant = label_without_results(combo, labels, sweep.model_choice)
+        groups.setdefault(variant, Group(variant)).missing.append(combo)
+
+    def order(g: Group) -> tuple:
+        m = g.model
+        return (MODEL_ORDER.index(m) if m in MODEL_ORDER else len(MODEL_ORDER), m, not g.runs, g.variant)
+
+    return sorted(groups.values(), key=order)
+
+
+def best_run(runs: Sequence[Run]) -> Run | None:
+    """The completed run with the highest dev main metric; ties go to the first path (sorted).
+    Test metrics play no part: choosing by test would leak the test set into model selection."""
+    ok = sorted((r for r in runs if r.ok), key=lambda r: str(r.path))
+    return max(ok, key=lambda r: r.score("dev"), default=None)

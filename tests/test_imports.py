@@ -1,0 +1,32 @@
+"""Prediction and serving stay free of the training stack: importing the predictor, the packaged-model
+loader or the service imports neither PyTorch Lightning nor Hydra (each check in a fresh interpreter)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TRAINING = ("pytorch_lightning", "lightning_fabric", "hydra")
+
+
+def _imported_training_modules(modules: str, tmp_path: Path) -> list[str]:
+    code = (f"import sys, {modules}; "
+            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(TRAINING)!r}))")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "BENTOML_HOME": str(tmp_path / "bentoml"),
+           "BENTOML_DO_NOT_TRACK": "True"}
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return eval(r.stdout.strip().splitlines()[-1])
+
+
+def test_the_predictor_imports_neither_lightning_nor_hydra(tmp_path):
+    assert _imported_training_modules("tagger.inference", tmp_path) == []
+
+
+@pytest.mark.parametrize("modules", ["tagger.package", "serve.service"])
+def test_loading_a_packaged_model_and_the_service_import_neither(modules, tmp_path):
+    assert _imported_training_modules(modules, tmp_path) == []
