@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The README's serving examples, run for real: package the best POS and NER models (reports/*/best.json)
-# and the best self-attention POS run into a private BentoML store, serve them on 3000/3001/3002,
-# run each curl shown in the README and print the transcript (paste it into the README).
+# Serving examples, run for real: package the best POS and NER models (reports/*/best.json) and a
+# self-attention POS run into a private BentoML store, serve them on 3000/3001/3002, run each request
+# of docs/reference.md and print the transcript (tests/serve/test_readme_serve.py runs the README's own).
 #   PY=.venv/bin/python scripts/readme_examples.sh [SA_RUN_DIR] > /tmp/examples.md
 set -euo pipefail
 cd "$(dirname "$0")/.."

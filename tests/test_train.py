@@ -116,7 +116,7 @@ def test_auxiliary_objective_bad_value_names_the_key(tmp_path, tiny_data):
                                  "callbacks.early_stopping.patience=6", "aux=adversarial", "aux.epsilon=0.02"]),
 ])
 def test_best_recipe_is_the_configuration_its_results_were_trained_with(tmp_path, tiny_data, recipe, overrides):
-    """experiment=<task>_self_attention_best is shorthand for the overrides its README figures were run with."""
+    """experiment=<task>_self_attention_best is shorthand for the overrides its results were run with."""
     from omegaconf import OmegaConf
 
     def plain(overrides):

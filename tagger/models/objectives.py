@@ -10,10 +10,8 @@ the word through the word embedding table (tied output, Press & Wolf 2017). The 
 that of the first pass, on the whole input. The idea is Rei (2017)'s language-modelling cost for
 sequence labelling, in the form a bidirectional encoder allows.
 
-A first version hid the tokens in the tagging pass itself (one pass): on CoNLL-2003 dev F1 after
-10 epochs was 79.8 against 88 without it, on EWT dev accuracy after 12 epochs 94.0 against 94.7.
-This version did not help either (stop 17, seed 1): EWT test 95.19 against 95.56, CoNLL-2003 dev
-~2.5 F1 behind at each of its first 9 epochs (reports/self_attention_tuning.md). Not a default.
+The tokens are hidden in a pass of their own because hiding them in the tagging pass costs the
+tagging loss part of its input. Not a default: results in reports/self_attention_tuning.md.
 
 ``Adversarial`` is adversarial training (Goodfellow et al. 2015 in the form of Miyato et al. 2017 for
 text, used for tagging by Yasunaga et al. 2018): the second pass tags the same batch with its embedded
