@@ -21,9 +21,11 @@ import tempfile
 import tomllib
 from pathlib import Path
 
+from packaging.requirements import Requirement
+
 REPO = Path(__file__).resolve().parents[1]
-# torch's CUDA runtime: never needed by the CPU build this project installs
-CUDA_ONLY = re.compile(r"^(nvidia-.*|triton|cuda-.*)$")
+# torch's CUDA runtime (what a CUDA build of torch requires by these names): the CPU build needs none of it
+CUDA_RUNTIME = re.compile(r"^(nvidia-.*|triton|cuda-.*)$")
 
 
 def _name(name: str) -> str:
@@ -46,9 +48,12 @@ def closure(pyproject: Path) -> dict[str, str]:
         if r.returncode:  # e.g. pyproject.toml now asks for a version this environment lacks
             raise SystemExit(f"pip could not resolve {pyproject.parent}[{extras}] at the installed versions:\n{r.stderr}")
         installs = json.loads(report.read_text())["install"]
-    own = _name(project["name"])
-    found = {_name(i["metadata"]["name"]): i["metadata"]["version"] for i in installs}
-    return {n: v.split("+")[0] if n == "torch" else v for n, v in found.items() if n != own and not CUDA_ONLY.match(n)}
+    found = {_name(i["metadata"]["name"]): i for i in installs}
+    torch_deps = {_name(Requirement(r).name) for r in found["torch"]["metadata"].get("requires_dist", [])}
+    drop = {_name(project["name"])} | {n for n in torch_deps if CUDA_RUNTIME.match(n)}
+    pins = {n: i["metadata"]["version"] for n, i in found.items() if n not in drop}
+    pins["torch"] = pins["torch"].split("+")[0]
+    return pins
 
 
 def main(argv: list[str] | None = None) -> int:
