@@ -1,4 +1,4 @@
-# make train | make test | make test-slow | make compare | make serve | make bench
+# make train | make test | make test-slow | make compare | make serve | make bench | make constraints
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
@@ -7,13 +7,19 @@ export HF_HUB_OFFLINE := 1
 
 .PHONY: setup train test test-slow test-all compare serve bench clean-runs
 
-$(STAMP): pyproject.toml
+# constraints.txt pins every package to the versions the tests last passed with (make constraints rewrites it)
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# torch first and pinned: the CPU wheel on disk; a bare `torch` can pull a multi-GB CUDA build
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev]'
+	# torch first, at the version constraints.txt pins: the CPU wheel on disk; a bare `torch` can pull a multi-GB CUDA build
+	$(PY) -m pip install --quiet -c constraints.txt torch
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $@
+
+# after a dependency change in pyproject.toml: pip install -e '.[dev]' (without -c), run the tests, then this
+.PHONY: constraints
+constraints:
+	$(PY) scripts/freeze_constraints.py
 
 # data/ -> ../shared/data when it exists (override with TAGGER_DATA_DIR or data_dir=...)
 data:

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import pytorch_lightning as pl
 import torch
+import torch.distributed as dist
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 
 from tagger.data.vocab import Vocab
@@ -89,15 +90,29 @@ class TaggerModule(pl.LightningModule):
     def test_step(self, batch, batch_idx) -> None:
         self._eval_step(batch, "test")
 
+    def _all_rows(self, stage: str) -> list[tuple]:
+        """Every evaluated sentence of the split, once each, in split order: (index, gold, pred, unseen).
+
+        Under several processes each rank holds its shard only, and the shards overlap (the batch sampler
+        repeats batches so that ranks stay in step): the metric must be that of the whole split, not the
+        mean of per-rank scores, so the rows are gathered on every rank and duplicates (same index) dropped.
+        """
+        rows, self._outputs[stage] = self._outputs[stage], []
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            shards: list[list[tuple]] = [[] for _ in range(dist.get_world_size())]
+            dist.all_gather_object(shards, rows)
+            rows = list({row[0]: row for shard in shards for row in shard}.values())
+        return sorted(rows)
+
     def _eval_epoch_end(self, stage: str) -> dict[str, Any]:
-        rows = sorted(self._outputs[stage])
-        self._outputs[stage] = []
+        rows = self._all_rows(stage)
         labels = self.vocab.labels
         gold = [[labels[t] for t in g] for _, g, _, _ in rows]
         pred = [[labels[t] for t in p] for _, _, p, _ in rows]
         unseen = [u for _, _, _, u in rows]
         metrics = task_metrics(self.vocab.task, gold, pred, unseen, self.vocab.tag_scheme or "IOB2")
         scalars = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and k != self.main_metric}
+        # every rank computed the same figures from the same rows: the mean over ranks is each value itself
         self.log_dict({f"{stage}/{k}": float(v) for k, v in scalars.items()}, prog_bar=False, sync_dist=True)
         self.log(f"{stage}/{self.main_metric}", float(metrics[self.main_metric]), prog_bar=True, sync_dist=True)
         self.last_metrics = {stage: metrics}

@@ -45,3 +45,26 @@ def test_ddp_cpu_two_processes_match_one(tmp_path, tiny_data):
     for split in ("dev", "test"):
         # the toy grammar is learnable: both reach it; 2 processes sum gradients in another order
         assert m1[split]["acc"] > 90 and abs(m2[split]["acc"] - m1[split]["acc"]) <= 5.0, (m1[split], m2[split])
+
+
+def _best_score(run_dir: Path) -> float:
+    """The monitored value ModelCheckpoint recorded for best.ckpt: what checkpointing and early stopping read."""
+    import torch
+
+    ckpt = torch.load(run_dir / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=True)
+    (state,) = [v for k, v in ckpt["callbacks"].items() if k.startswith("ModelCheckpoint")]
+    return float(state["best_model_score"])
+
+
+@pytest.mark.slow
+def test_ddp_cpu_val_metric_is_the_whole_dev_split(tmp_path, tiny_data):
+    """Under trainer=ddp_cpu the val metric is the score of the whole dev split, each sentence once: the value that
+    one process computes for the same weights (metrics.json's dev score: best.ckpt evaluated on rank 0 alone)."""
+    # 12 dev sentences in eval batches of 5 -> 3 batches; the sampler pads them to 4 so that 2 ranks stay in step,
+    # and one batch is validated twice. One short epoch keeps the model imperfect, so shard scores differ.
+    short = ["data.eval_batch_size=5", "trainer.max_epochs=1", "optimizer.lr=0.003"]
+    for name, overrides in (("one", ["data.batch_size=8"]), ("ddp", ["trainer=ddp_cpu", "data.batch_size=4"])):
+        run, _ = _train(tmp_path, tiny_data, name, [*short, *overrides])
+        dev = json.loads((run / "metrics.json").read_text())["dev"]
+        assert 0 < dev["acc"] < 100, dev["acc"]  # a perfect model would score 100 on any shard
+        assert _best_score(run) == pytest.approx(dev["acc"], abs=1e-4), name

@@ -50,7 +50,8 @@ class BucketBatchSampler(Sampler[list[int]]):
             return batches
         world, rank = dist.get_world_size(), dist.get_rank()
         per_rank = math.ceil(len(batches) / world)
-        batches = batches + batches[: per_rank * world - len(batches)]  # equal counts keep ranks in step
+        # equal counts keep ranks in step; a repeated evaluation batch is counted once (TaggerModule gathers by index)
+        batches = batches + batches[: per_rank * world - len(batches)]
         return batches[rank::world]
 
     def __iter__(self) -> Iterator[list[int]]:
