@@ -216,6 +216,7 @@ class TaggerDataModule(pl.LightningDataModule):
         seed: int = 0,
         num_workers: int = 0,
         vocab: Vocab | None = None,
+        tokenizer: str | None = None,
     ):
         super().__init__()
         if task not in ("pos", "ner"):
@@ -230,6 +231,7 @@ class TaggerDataModule(pl.LightningDataModule):
         self.doc_window = doc_window
         self.seed, self.num_workers = seed, num_workers
         self.vocab = vocab
+        self.tokenizer = tokenizer  # the corpus's tokenization convention, saved in the vocab (tagger.tokenize)
         self.datasets = None  # datasets.DatasetDict
         self.encoded: dict[str, _Encoded] = {}
 
@@ -244,7 +246,7 @@ class TaggerDataModule(pl.LightningDataModule):
         if self.vocab is None:
             self.vocab = Vocab.build(
                 dsd["train"]["tokens"], names, self.task, getattr(self.corpus, "tag_scheme", None),
-                self.min_freq, self.lowercase, self.normalize_digits, self.case_fallback,
+                self.min_freq, self.lowercase, self.normalize_digits, self.case_fallback, self.tokenizer,
             )
         elif list(self.vocab.labels) != list(names):
             # the saved label order is the truth; remap this corpus's ClassLabel ids onto it

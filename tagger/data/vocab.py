@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Iterable
 
 from tagger.fileio import write_text
+from tagger.tokenize import check_convention, default_convention
 
 PAD, UNK = "<pad>", "<unk>"
 PAD_ID, UNK_ID = 0, 1
@@ -32,6 +33,9 @@ class Vocab:
     normalize_digits: bool = True
     counts: list[int] | None = None  # training frequency of each word (PAD, UNK: 0); None in vocabs saved before it
     case_fallback: bool = False  # a word not in the vocabulary takes the id of its most frequent other casing
+    # how raw text is cut into tokens for this model (tagger.tokenize); None in vocabs saved before it: the
+    # convention of the task's corpus
+    tokenizer: str | None = None
     _word_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     _lower_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     _char_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
@@ -48,6 +52,7 @@ class Vocab:
             for i, w in enumerate(self.words[2:], start=2):
                 self._lower_index.setdefault(w.lower(), i)
         self._char_index = {c: i for i, c in enumerate(self.chars)}
+        self.tokenizer = check_convention(self.tokenizer or default_convention(self.task))
 
     # -- building ---------------------------------------------------------------------------
     @classmethod
@@ -61,6 +66,7 @@ class Vocab:
         lowercase: bool = False,
         normalize_digits: bool = True,
         case_fallback: bool = False,
+        tokenizer: str | None = None,
     ) -> "Vocab":
         if min_freq < 1:
             raise ValueError(f"data.min_freq must be >= 1, got {min_freq}")
@@ -83,6 +89,7 @@ class Vocab:
             normalize_digits,
             counts=[0, 0] + [words[w] for w in kept],
             case_fallback=case_fallback,
+            tokenizer=tokenizer,
         )
 
     # -- encoding ---------------------------------------------------------------------------
