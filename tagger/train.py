@@ -38,7 +38,7 @@ if not OmegaConf.has_resolver("main_metric"):
 
 MODEL_GROUPS = ("embedder", "model", "head")
 # an absolute path: `tagger train` (tagger.cli) and `python -m tagger.train` find the configs wherever they run
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+CONF_DIR = Path(__file__).resolve().with_name("conf")
 
 
 def model_config(cfg: DictConfig) -> dict[str, Any]:
