@@ -80,7 +80,8 @@ class TagRequest(bentoml.IODescriptor):
         examples=[[["The", "cat", "sat", "."]]])
     texts: list[Text] | None = Field(
         default=None, min_length=1,
-        description=f"raw texts; each is tokenised and tagged as one sequence (at most {LIMITS.sentences} texts "
+        description=f"raw texts; each is split into sentences and tokens as the model's training corpus was, "
+                    f"and answered as one sequence (at most {LIMITS.sentences} texts "
                     f"of {LIMITS.tokens} tokens)",
         examples=[["John lives in New York."]])
 

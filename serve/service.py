@@ -34,8 +34,8 @@ from serve.schemas import (
     LIMITS, AttentionRequest, AttentionResponse, AttentionToken, EntitiesResponse, Entity, EntitySequence,
     TaggedSequence, TagRequest, TagResponse, TokenOut,
 )
-from tagger import schemes
-from tagger.tokenize import tokenize
+from tagger.api import entity_spans as decode_entities, join_sentences, make_sentence
+from tagger.tokenize import sentences as split_sentences
 
 fix_bentoml_timeout()  # else every request stays in memory for traffic.timeout seconds
 MODEL_TAG = os.environ.get("TAGGER_MODEL", "tagger:latest")
@@ -97,7 +97,8 @@ class TaggerModel:
     def describe(self) -> dict[str, Any]:
         """What is loaded: the store tag, the packaging metadata and the model config."""
         return {"tag": self.packaged.tag, "metadata": self.packaged.metadata, "config": self.packaged.config,
-                "window": self.predictor.window, "doc_window": self.predictor.doc_window}
+                "window": self.predictor.window, "doc_window": self.predictor.doc_window,
+                "tokenizer": self.packaged.vocab.tokenizer}
 
 
 def check_store_entry(reference: BentoModel) -> None:
@@ -119,32 +120,28 @@ def _reject(message: str, loc: list[Any], status: int = 400) -> JSONResponse:
     return JSONResponse({"error": message, "detail": [{"loc": loc, "msg": message}]}, status_code=status)
 
 
-def _tokenize_all(texts: list[str], field: str = "texts") -> list[list[tuple[str, int, int]]] | JSONResponse:
+def _tokenize_all(texts: list[str], field: str = "texts",
+                  convention: str = "ud") -> list[list[list[tuple[str, int, int]]]] | JSONResponse:
+    """Each text as sentences of (token, start, end), cut as the model's training corpus was (tagger.tokenize)."""
     out = []
     for i, text in enumerate(texts):
-        tokens = tokenize(text)
+        sents = split_sentences(text, convention)
+        tokens = [t for sent in sents for t in sent]
         name, loc = (f"{field}[{i}]", [field, i]) if field == "texts" else (field, [field])
         if not tokens:
             return _reject(f"{name} has no tokens (it is only whitespace)", loc)
         if len(tokens) > LIMITS.tokens:
             return _reject(f"{name} has {len(tokens)} tokens; the limit is {LIMITS.tokens} tokens per text "
                            "(TAGGER_MAX_TOKENS)", loc)
-        out.append(tokens)
+        out.append(sents)
     return out
 
 
 def entity_spans(words: list[str], tags: list[str], scores: list[float],
                  offsets: list[tuple[int, int]] | None, text: str | None, scheme: str = "IOB2") -> list[Entity]:
-    """Entities of one tagged sequence, read as scoring reads them (strict: an I- after O opens none)."""
-    spans = []
-    for label, first, stop in schemes.entity_spans(tags, scheme):
-        last = stop - 1
-        start, end = (offsets[first][0], offsets[last][1]) if offsets else (None, None)
-        spans.append(Entity(
-            text=text[start:end] if text is not None and offsets else " ".join(words[first:last + 1]),
-            label=label, start=start, end=end, token_start=first, token_end=last + 1,
-            score=sum(scores[first:last + 1]) / (last + 1 - first)))
-    return spans
+    """Entities of one tagged sequence, decoded as the Python API decodes them (tagger.api.entity_spans: strict,
+    as scoring reads them)."""
+    return [Entity(**vars(span)) for span in decode_entities(words, tags, scores, offsets, text, scheme)]
 
 
 async def _ui(request: Request) -> FileResponse:
@@ -185,32 +182,41 @@ class Tagger:
                                                     "checkpoint", "run_dir", "command", "weights_sha256")},
         })
 
-    async def _inputs(self, sentences: list[list[str]] | None, texts: list[str] | None):
-        """-> (words per sequence, offsets per sequence or None) or a 400 response."""
+    async def _tagged(self, sentences: list[list[str]] | None,
+                      texts: list[str] | None) -> list[dict[str, Any]] | JSONResponse:
+        """Per given sentence or text: tokens, tags, scores, offsets (texts) and spans (NER) as the Python API
+        gives them (tagger.api.join_sentences), or a 400 response. A text is tagged sentence by sentence."""
+        info = await self.info()
+        task = info["metadata"].get("task")
         if sentences is not None:
-            return sentences, None
-        tokenized = await anyio.to_thread.run_sync(_tokenize_all, texts)
-        if isinstance(tokenized, JSONResponse):
-            return tokenized
-        return [[w for w, _, _ in toks] for toks in tokenized], [[(a, b) for _, a, b in toks] for toks in tokenized]
+            groups = [[(s, None)] for s in sentences]
+        else:
+            tokenized = await anyio.to_thread.run_sync(_tokenize_all, texts, "texts", info.get("tokenizer", "ud"))
+            if isinstance(tokenized, JSONResponse):
+                return tokenized
+            groups = [[([w for w, _, _ in s], [(a, b) for _, a, b in s]) for s in sents] for sents in tokenized]
+        predictions = iter(await self.model.to_async.predict([words for group in groups for words, _ in group]))
+        return [join_sentences([make_sentence(words, [t for t, _ in p], [sc for _, sc in p], offsets,
+                                              texts[i] if texts is not None else None, task,
+                                              info["metadata"].get("tag_scheme") or "IOB2")
+                                for (words, offsets), p in zip(group, predictions)], task)
+                for i, group in enumerate(groups)]
 
     @bentoml.api(input_spec=TagRequest, output_spec=TagResponse)
     async def tag(self, sentences: list[list[str]] | None = None,
                   texts: list[str] | None = None) -> TagResponse | JSONResponse:
         """Tag pre-tokenised `sentences` or raw `texts`: text, tag and probability per token (and, for
         texts, character offsets). Long inputs are windowed by the model, never truncated."""
-        inputs = await self._inputs(sentences, texts)
-        if isinstance(inputs, JSONResponse):
-            return inputs
-        words, offsets = inputs
+        tagged = await self._tagged(sentences, texts)
+        if isinstance(tagged, JSONResponse):
+            return tagged
         info = await self.info()
-        predictions = await self.model.to_async.predict(words)
         results = []
-        for i, (ws, preds) in enumerate(zip(words, predictions)):
-            spans = offsets[i] if offsets else [(None, None)] * len(ws)
+        for seq in tagged:
+            where = seq["offsets"] or [(None, None)] * len(seq["tokens"])
             results.append(TaggedSequence(tokens=[
                 TokenOut(text=w, tag=tag, score=score, start=a, end=b)
-                for w, (tag, score), (a, b) in zip(ws, preds, spans)]))
+                for w, tag, score, (a, b) in zip(seq["tokens"], seq["tags"], seq["scores"], where)]))
         return TagResponse(model=info["tag"], task=info["metadata"]["task"], results=results)
 
     @bentoml.api(input_spec=TagRequest, output_spec=EntitiesResponse)
@@ -221,17 +227,10 @@ class Tagger:
         if info["metadata"].get("task") != "ner":
             return _reject(f"/entities needs an NER model; {info['tag']} is a {info['metadata'].get('task')} "
                            "tagger (use /tag)", ["model"])
-        inputs = await self._inputs(sentences, texts)
-        if isinstance(inputs, JSONResponse):
-            return inputs
-        words, offsets = inputs
-        predictions = await self.model.to_async.predict(words)
-        results = []
-        for i, (ws, preds) in enumerate(zip(words, predictions)):
-            tags, scores = [t for t, _ in preds], [s for _, s in preds]
-            results.append(EntitySequence(entities=entity_spans(
-                ws, tags, scores, offsets[i] if offsets else None, texts[i] if texts else None,
-                info["metadata"].get("tag_scheme") or "IOB2")))
+        tagged = await self._tagged(sentences, texts)
+        if isinstance(tagged, JSONResponse):
+            return tagged
+        results = [EntitySequence(entities=[Entity(**span) for span in seq["spans"]]) for seq in tagged]
         return EntitiesResponse(model=info["tag"], results=results)
 
     @bentoml.api(input_spec=AttentionRequest, output_spec=AttentionResponse)
@@ -244,10 +243,10 @@ class Tagger:
                            f"{info['config']['model']['_target_'].rsplit('.', 1)[-1]})", ["model"])
         limit = min(LIMITS.attention_tokens, info["window"])
         if text is not None:
-            tokenized = await anyio.to_thread.run_sync(_tokenize_all, [text], "text")
+            tokenized = await anyio.to_thread.run_sync(_tokenize_all, [text], "text", info.get("tokenizer", "ud"))
             if isinstance(tokenized, JSONResponse):
                 return tokenized
-            toks = [AttentionToken(text=w, start=a, end=b) for w, a, b in tokenized[0]]
+            toks = [AttentionToken(text=w, start=a, end=b) for sent in tokenized[0] for w, a, b in sent]
         else:
             toks = [AttentionToken(text=w) for w in tokens]
         if len(toks) > limit:

@@ -144,7 +144,7 @@ def load_family(family: str, data_dir: Path, extra_roots: list[Path]):
     from tagger.train import model_config
 
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().with_name("conf")), version_base="1.3"):
         cfg = compose("train", overrides=[f"model={family}", f"data_dir={data_dir}"], return_hydra_config=True)
     train = read_conllu(data_dir / "ud_english_ewt" / "en_ewt-ud-train.conllu")
     labels = sorted({t for s in train for t in s["tags"]})

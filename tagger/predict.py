@@ -1,33 +1,48 @@
 """Offline prediction with a trained tagger.
 
-``python -m tagger.predict RUN_DIR|best.json|CKPT|NAME:VERSION [--input FILE|-] [--format tokens|conll|jsonl]
-[--tokenize] [--output FILE|-]``
+``tagger predict MODEL [--input FILE|-] [--format tokens|conll|conllu|jsonl] [--tokenize]
+[--output FILE|-] [--output-format jsonl|conll|conllu]`` (also ``python -m tagger.predict``). MODEL is a run
+dir, a ``best.json``, a ``.ckpt`` file or a BentoML model-store tag, loaded by :func:`tagger.load`.
 
 Input (``--format``, default ``tokens``):
 
 * ``tokens`` — one pre-tokenised sentence per line, tokens separated by whitespace; with
-  ``--tokenize`` each line is raw text, split by :func:`tagger.tokenize.tokenize`;
+  ``--tokenize`` each line is raw text, split into sentences and tokens by the model's tokenizer
+  convention (:mod:`tagger.tokenize`);
 * ``conll`` — one token per line (first column), a blank line between sentences, ``#`` comments
   skipped; a ``-DOCSTART-`` line starts a new document;
+* ``conllu`` — CoNLL-U: the FORM of each word line (multi-word token ranges and empty nodes skipped);
+  ``# newdoc`` starts a new document;
 * ``jsonl`` — one JSON object per line, ``{"tokens": [...]}`` or ``{"text": "..."}``, optionally with
   ``"doc": "..."`` (adjacent lines with one ``doc`` are one document).
 
 A model trained with document context (``data.doc_window``) tags each document's sentences together;
-sentences without a document (``tokens`` format, jsonl lines without ``doc``) are tagged alone.
+sentences without a document (``tokens`` format, jsonl lines without ``doc``) are tagged alone, and the
+sentences of one raw text are one document.
 
-Output: one JSON line per input sentence, ``{"tokens": [...], "tags": [...], "scores": [...]}``
-(plus ``"text"`` and ``"offsets": [[start, end], ...]`` for raw text). The same weights give the
-same tags here and through the service, which is how the service is tested.
+Output (``--output-format``, default ``jsonl``):
+
+* ``jsonl`` — one JSON line per input line or sentence, ``{"tokens", "tags", "scores"}`` (plus ``"spans"`` for
+  an entity tagger); a raw text gives ``"text"``, ``"offsets"`` (``[start, end]`` per token) and ``"sentences"``
+  (``[start, end)`` token ranges) too, its sentences in one line;
+* ``conll`` — ``token<TAB>tag`` lines, a blank line after each sentence;
+* ``conllu`` — CoNLL-U: the tag in UPOS for a POS tagger, ``NER=tag`` in MISC for an entity tagger,
+  ``SpaceAfter=No`` from the offsets of raw text.
+
+The same weights give the same tags here, through :func:`tagger.load` and through the service.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Iterator, TextIO
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, TextIO
 
-from tagger.tokenize import tokenize
+if TYPE_CHECKING:
+    from tagger.api import Pipeline
 
 CHUNK = 1024  # sentences predicted at a time: bounded memory on any input size
 
@@ -41,7 +56,7 @@ def read_sentences(lines: Iterable[str], fmt: str, raw_text: bool, source: str =
     if fmt == "tokens":
         for line in lines:
             line = line.rstrip("\r\n")
-            yield _from_text(line) if raw_text else {"tokens": line.split()}
+            yield {"text": line} if raw_text else {"tokens": line.split()}
     elif fmt == "conll":
         tokens: list[str] = []
         doc = f"{source}:0"
@@ -71,18 +86,33 @@ def read_sentences(lines: Iterable[str], fmt: str, raw_text: bool, source: str =
                 raise InputError(f'{source}:{lineno}: "doc" must be a string, got {type(obj["doc"]).__name__}')
             doc = {"doc": obj["doc"]} if isinstance(obj, dict) and "doc" in obj else {}
             if isinstance(obj, dict) and isinstance(obj.get("text"), str):
-                yield _from_text(obj["text"]) | doc
+                yield {"text": obj["text"]} | doc
             elif isinstance(obj, dict) and isinstance(obj.get("tokens"), list) and all(isinstance(t, str) for t in obj["tokens"]):
                 yield {"tokens": obj["tokens"]} | doc
             else:
                 raise InputError(f'{source}:{lineno}: expected {{"tokens": [strings]}} or {{"text": string}}')
+    elif fmt == "conllu":
+        tokens = []
+        doc = f"{source}:0"
+        for lineno, line in enumerate(lines, 1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                if tokens:
+                    yield {"tokens": tokens, "doc": doc}
+                tokens = []
+            elif line.startswith("#"):
+                if line[1:].strip().startswith("newdoc"):
+                    doc = f"{source}:{lineno}"
+            else:
+                columns = line.split("\t")
+                if len(columns) != 10:
+                    raise InputError(f"{source}:{lineno}: expected 10 tab-separated columns, found {len(columns)}")
+                if columns[0].isdigit():  # not a multi-word token range (3-4) or an empty node (8.1)
+                    tokens.append(columns[1])
+        if tokens:
+            yield {"tokens": tokens, "doc": doc}
     else:
-        raise ValueError(f"unknown input format {fmt!r} (tokens, conll or jsonl)")
-
-
-def _from_text(text: str) -> dict[str, Any]:
-    toks = tokenize(text)
-    return {"text": text, "tokens": [t for t, _, _ in toks], "offsets": [[a, b] for _, a, b in toks]}
+        raise ValueError(f"unknown input format {fmt!r} (tokens, conll, conllu or jsonl)")
 
 
 def _chunks(items: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
@@ -98,55 +128,112 @@ def _chunks(items: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[st
         yield chunk
 
 
-def predict_records(predictor, records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """Add ``tags`` and ``scores`` to each ``{"tokens": [...]}`` record (``doc``: its document, if any)."""
+def predict_records(pipeline: Pipeline, records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Each ``{"tokens": [...]}`` record with its tags, scores (and spans); each ``{"text": ...}`` record with its
+    sentences joined (:func:`tagger.api.join_sentences`). ``doc``: the record's document, if any."""
+    from tagger.api import join_sentences
+
     for chunk in _chunks(records, CHUNK):
-        # a record without "doc" is a document of its own
-        docs = [r.get("doc", (None, i)) for i, r in enumerate(chunk)]
-        for record, preds in zip(chunk, predictor.predict([r["tokens"] for r in chunk], docs)):
-            yield {**record, "tags": [p.tag for p in preds], "scores": [p.score for p in preds]}
+        sentences, docs, offsets, texts, owner = [], [], [], [], []
+        for i, record in enumerate(chunk):
+            doc = record.get("doc", (None, i))  # a record without "doc" is a document of its own
+            split = pipeline.tokenize(record["text"]) if "text" in record else [[(t, 0, 0) for t in record["tokens"]]]
+            for sent in split:
+                sentences.append([t for t, _, _ in sent])
+                offsets.append([(a, b) for _, a, b in sent] if "text" in record else None)
+                texts.append(record.get("text"))
+                docs.append(doc)
+                owner.append(i)
+        groups: list[list] = [[] for _ in chunk]
+        for sentence, i in zip(pipeline.tag(sentences, docs, offsets, texts), owner):
+            groups[i].append(sentence)
+        for record, mine in zip(chunk, groups):
+            if "text" in record:
+                yield record | join_sentences(mine, pipeline.task)
+            else:
+                yield record | (mine[0].to_dict() if mine else {"tokens": [], "tags": [], "scores": []})
+
+
+def _sentence_rows(out: dict[str, Any]) -> Iterator[tuple[list[str], list[str], list[list[int]] | None]]:
+    """(tokens, tags, offsets or None) of each sentence of one output record."""
+    for a, b in out.get("sentences") or [(0, len(out["tokens"]))]:
+        if b > a:
+            yield out["tokens"][a:b], out["tags"][a:b], out["offsets"][a:b] if out.get("offsets") else None
+
+
+def write_record(out: dict[str, Any], fmt: str, task: str, fout: TextIO) -> None:
+    """One output record in ``fmt`` (jsonl, conll or conllu)."""
+    if fmt == "jsonl":
+        fout.write(json.dumps(out, ensure_ascii=False) + "\n")
+        return
+    for tokens, tags, offsets in _sentence_rows(out):
+        if fmt == "conll":
+            fout.write("".join(f"{t}\t{g}\n" for t, g in zip(tokens, tags)) + "\n")
+            continue
+        if offsets:
+            fout.write(f"# text = {out['text'][offsets[0][0]:offsets[-1][1]]}\n")
+        for j, (t, g) in enumerate(zip(tokens, tags)):
+            misc = [f"NER={g}"] if task == "ner" else []
+            if offsets and j + 1 < len(offsets) and offsets[j][1] == offsets[j + 1][0]:
+                misc.append("SpaceAfter=No")
+            upos = g if task == "pos" else "_"
+            fout.write(f"{j + 1}\t{t}\t_\t{upos}\t_\t_\t_\t_\t_\t{'|'.join(misc) or '_'}\n")
+        fout.write("\n")
+
+
+@contextlib.contextmanager
+def _output(path: str) -> Iterator[TextIO]:
+    """stdout for ``-``; else a text file written whole or not at all (:func:`tagger.fileio.atomic_open`)."""
+    if path == "-":
+        yield sys.stdout
+        return
+    from tagger.fileio import atomic_open
+
+    with atomic_open(Path(path)) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8")
+        yield text
+        text.flush()
+        text.detach()  # atomic_open closes the file
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tagger.predict", description=__doc__.split("\n\n")[0])
-    parser.add_argument("model", help="run dir, best.json, .ckpt file or model store tag NAME:VERSION")
+    parser = argparse.ArgumentParser(prog="tagger predict", description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", help="run dir, best.json, .ckpt file or BentoML model-store tag NAME:VERSION")
     parser.add_argument("--input", default="-", help="input file, - for stdin (default)")
-    parser.add_argument("--format", default="tokens", choices=["tokens", "conll", "jsonl"], help="input format")
+    parser.add_argument("--format", default="tokens", choices=["tokens", "conll", "conllu", "jsonl"],
+                        help="input format (default: %(default)s)")
     parser.add_argument("--tokenize", action="store_true", help="tokens format: lines are raw text to tokenise")
-    parser.add_argument("--output", default="-", help="output JSONL file, - for stdout (default)")
+    parser.add_argument("--output", default="-", help="output file, - for stdout (default)")
+    parser.add_argument("--output-format", default="jsonl", choices=["jsonl", "conll", "conllu"],
+                        help="output format (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default: %(default)s)")
     args = parser.parse_args(argv)
 
-    import torch
-
-    from tagger import runs
+    from tagger.api import LoadError, load
     from tagger.checkpoint import CheckpointError
-    from tagger.inference import Predictor
-
-    torch.set_num_threads(args.threads)
     try:
-        loaded = runs.load(args.model)
-    except CheckpointError as e:
+        pipeline = load(args.model, threads=args.threads, batch_size=args.batch_size)
+    except (LoadError, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    predictor = Predictor(loaded.tagger, loaded.vocab, batch_size=args.batch_size)
 
     source = "<stdin>" if args.input == "-" else args.input
-    fin: TextIO = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
-    fout: TextIO = sys.stdout if args.output == "-" else open(Path(args.output), "w", encoding="utf-8")
     try:
-        records = read_sentences(fin, args.format, args.tokenize, source)
-        for out in predict_records(predictor, records):
-            fout.write(json.dumps(out, ensure_ascii=False) + "\n")
+        fin: TextIO = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
+    except OSError as e:
+        print(f"error: {args.input}: {e.strerror}", file=sys.stderr)
+        return 1
+    try:
+        with _output(args.output) as fout:
+            for out in predict_records(pipeline, read_sentences(fin, args.format, args.tokenize, source)):
+                write_record(out, args.output_format, pipeline.task, fout)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     finally:
         if fin is not sys.stdin:
             fin.close()
-        if fout is not sys.stdout:
-            fout.close()
     return 0
 
 

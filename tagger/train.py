@@ -38,6 +38,8 @@ if not OmegaConf.has_resolver("main_metric"):
     OmegaConf.register_new_resolver("main_metric", lambda task: MAIN_METRIC[task])
 
 MODEL_GROUPS = ("embedder", "model", "head")
+# an absolute path: `tagger train` (tagger.cli) and `python -m tagger.train` find the configs wherever they run
+CONF_DIR = Path(__file__).resolve().with_name("conf")
 
 
 def model_config(cfg: DictConfig) -> dict[str, Any]:
@@ -138,7 +140,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     return results
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")
 def main(cfg: DictConfig) -> float | None:
     results = train(cfg)
     dev = results.get("dev") or {}

@@ -104,6 +104,7 @@ class TaggerDataModule(pl.LightningDataModule):
         num_workers: int = 0,
         vocab: Vocab | None = None,
         vectors: Any = None,
+        tokenizer: str | None = None,
     ):
         super().__init__()
         if task not in ("pos", "ner"):
@@ -118,6 +119,7 @@ class TaggerDataModule(pl.LightningDataModule):
         self.doc_window = doc_window
         self.seed, self.num_workers = seed, num_workers
         self.vocab, self.vectors = vocab, vectors
+        self.tokenizer = tokenizer  # the corpus's tokenization convention, saved in the vocab (tagger.tokenize)
         self.datasets = None  # datasets.DatasetDict
         self.encoded: dict[str, _Encoded] = {}
 
@@ -132,7 +134,8 @@ class TaggerDataModule(pl.LightningDataModule):
         if self.vocab is None:
             self.vocab = Vocab.build(
                 dsd["train"]["tokens"], names, self.task, getattr(self.corpus, "tag_scheme", None),
-                self.min_freq, self.lowercase, self.normalize_digits, self.case_fallback, self.vectors,
+                self.min_freq, self.lowercase, self.normalize_digits, self.case_fallback,
+                vectors=self.vectors, tokenizer=self.tokenizer,
             )
         elif list(self.vocab.labels) != list(names):
             # the saved label order is the truth; remap this corpus's ClassLabel ids onto it

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from tagger.fileio import write_text
+from tagger.tokenize import check_convention, default_convention
 
 if TYPE_CHECKING:
     from tagger.vectors import Vectors
@@ -38,6 +39,9 @@ class Vocab:
     # pretrained vectors: words[:trained_words] come from training, the rest from the vectors (None: all from training)
     trained_words: int | None = None
     vectors: str | None = None  # the vectors source the vector words came from
+    # how raw text is cut into tokens for this model (tagger.tokenize); None in vocabs saved before it: the
+    # convention of the task's corpus
+    tokenizer: str | None = None
     _word_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     _lower_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     _char_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
@@ -56,6 +60,7 @@ class Vocab:
             for i, w in enumerate(self.words[2:self.num_trained], start=2):
                 self._lower_index.setdefault(w.lower(), i)
         self._char_index = {c: i for i, c in enumerate(self.chars)}
+        self.tokenizer = check_convention(self.tokenizer or default_convention(self.task))
 
     # -- building ---------------------------------------------------------------------------
     @classmethod
@@ -70,6 +75,7 @@ class Vocab:
         normalize_digits: bool = True,
         case_fallback: bool = False,
         vectors: "Vectors | None" = None,
+        tokenizer: str | None = None,
     ) -> "Vocab":
         """``vectors``: the words of pretrained vectors join the vocabulary after the training words (normalised
         like them; the first, most frequent, form wins), so a word never seen in training still reaches the
@@ -104,6 +110,7 @@ class Vocab:
             case_fallback=case_fallback,
             trained_words=2 + len(kept) if vectors is not None else None,
             vectors=vectors.source if vectors is not None else None,
+            tokenizer=tokenizer,
         )
 
     @property

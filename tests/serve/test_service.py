@@ -37,7 +37,8 @@ def test_tag_equals_offline_prediction(pos_server, tiny_pos_run, tmp_path):
         by_tokens = client.tag(sentences=[e["tokens"] for e in expected])
     assert served["model"] == pos_server.model and served["task"] == "pos"
     for exp, got, got_tok in zip(expected, served["results"], by_tokens["results"]):
-        for result in (got, got_tok):
+        # a text is tagged sentence by sentence: its tokens sent as one sentence match only a one-sentence text
+        for result in (got, got_tok) if len(exp["sentences"]) == 1 else (got,):
             assert [t["text"] for t in result["tokens"]] == exp["tokens"]
             assert [t["tag"] for t in result["tokens"]] == exp["tags"]
             assert [t["score"] for t in result["tokens"]] == pytest.approx(exp["scores"], abs=1e-5)
@@ -211,3 +212,13 @@ def test_model_card_and_health(pos_server, tiny_pos_run):
         assert pos_server.get(path).status_code == 200
     page = pos_server.get("/ui")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"] and "/attention" in page.text
+
+
+def test_texts_are_cut_as_the_models_corpus_was(pos_server, ner_server):
+    """The convention saved with each model: UD splits hyphenated words, CoNLL-2003 keeps them whole; both split
+    sentences, and each text is still one result."""
+    text = "A state-of-the-art cat. It doesn't run."
+    pos, ner = (s.post("/tag", json={"texts": [text]}).json()["results"] for s in (pos_server, ner_server))
+    assert [t["text"] for t in pos[0]["tokens"]][:8] == ["A", "state", "-", "of", "-", "the", "-", "art"]
+    assert [t["text"] for t in ner[0]["tokens"]][:3] == ["A", "state-of-the-art", "cat"]
+    assert [t["text"] for t in ner[0]["tokens"]][-4:] == ["does", "n't", "run", "."]

@@ -1,0 +1,226 @@
+"""The Python API: ``tagger.load(source)`` -> a :class:`Pipeline` that tags text.
+
+    import tagger
+    nlp = tagger.load("runs/ud_ewt/self_attention-softmax/2025-01-01_00-00-00_seed1")
+    for sentence in nlp("The state-of-the-art tagger ran. It was fast."):
+        print(sentence.tokens, sentence.tags, sentence.offsets)
+
+``source`` is a run dir, a report's ``best.json``, a ``.ckpt`` file or a BentoML model-store tag
+(``tagger:latest``). A pipeline tags
+
+* a ``str``: raw text, split into sentences and tokens the way the model's training corpus was
+  (:mod:`tagger.tokenize`, the convention saved with the model) -> ``list[Sentence]``;
+* a ``list[str]``: several raw texts -> one ``list[Sentence]`` per text;
+* a ``list[list[str]]``: pre-tokenised sentences -> one :class:`Sentence` each.
+
+The sentences of one text are one document: a model trained with document context sees them together.
+The command line (``tagger predict``) and the service tag through the same :class:`tagger.inference.Predictor`,
+the same tokenizer and the same entity decoding (:func:`entity_spans`).
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Hashable, Sequence
+
+from tagger.tokenize import Token, sentences as split_sentences
+
+if TYPE_CHECKING:
+    from tagger.data.vocab import Vocab
+    from tagger.inference import Predictor
+    from tagger.models.tagger import Tagger
+
+# a BentoML model-store tag: NAME or NAME:VERSION (a path that exists is never read as one)
+_STORE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_.-]+)?$")
+
+
+@dataclass
+class Span:
+    """An entity: tokens ``token_start:token_end``; characters ``start:end`` of the text (None for tokens given)."""
+    label: str
+    text: str
+    token_start: int
+    token_end: int
+    start: int | None
+    end: int | None
+    score: float  # mean tag probability over its tokens
+
+
+@dataclass
+class Sentence:
+    tokens: list[str]
+    tags: list[str]
+    scores: list[float]
+    offsets: list[tuple[int, int]] | None = None  # (start, end) of each token in the text; None for tokens given
+    spans: list[Span] | None = None  # entities, for entity taggers (None for POS)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (absent parts left out)."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def entity_spans(tokens: Sequence[str], tags: Sequence[str], scores: Sequence[float],
+                 offsets: Sequence[tuple[int, int]] | None = None, text: str | None = None,
+                 scheme: str | None = "IOB2") -> list[Span]:
+    """Entities of one tagged sentence, read as scoring reads them (:func:`tagger.schemes.entity_spans`, strict:
+    an I- after O opens none)."""
+    from tagger import schemes
+
+    spans = []
+    for label, first, stop in schemes.entity_spans(list(tags), scheme or "IOB2"):
+        last = stop - 1
+        start, end = (offsets[first][0], offsets[last][1]) if offsets else (None, None)
+        spans.append(Span(label=label,
+                          text=text[start:end] if text is not None and offsets else " ".join(tokens[first:last + 1]),
+                          token_start=first, token_end=last + 1, start=start, end=end,
+                          score=sum(scores[first:last + 1]) / (last + 1 - first)))
+    return spans
+
+
+def make_sentence(tokens: Sequence[str], tags: Sequence[str], scores: Sequence[float],
+                  offsets: Sequence[Sequence[int]] | None = None, text: str | None = None, task: str = "pos",
+                  scheme: str | None = "IOB2") -> Sentence:
+    """One tagged sentence as every surface returns it (the API, ``tagger predict``, the service)."""
+    where = [(int(a), int(b)) for a, b in offsets] if offsets is not None else None
+    spans = entity_spans(tokens, tags, scores, where, text, scheme) if task == "ner" else None
+    return Sentence(list(tokens), list(tags), list(scores), where, spans)
+
+
+def join_sentences(sentences: Sequence[Sentence], task: str) -> dict[str, Any]:
+    """The sentences of one text as one record: tokens, tags, scores and offsets in text order, ``sentences`` as
+    ``[start, end)`` token ranges, and entity ``spans`` (token indices counted over the whole text)."""
+    out: dict[str, Any] = {"tokens": [], "tags": [], "scores": [], "offsets": [], "sentences": []}
+    spans: list[Span] = []
+    for sentence in sentences:
+        first = len(out["tokens"])
+        out["sentences"].append((first, first + len(sentence.tokens)))
+        out["tokens"] += sentence.tokens
+        out["tags"] += sentence.tags
+        out["scores"] += sentence.scores
+        out["offsets"] += sentence.offsets or []
+        spans += [replace(s, token_start=s.token_start + first, token_end=s.token_end + first)
+                  for s in sentence.spans or []]
+    if task == "ner":
+        out["spans"] = [asdict(s) for s in spans]
+    return out
+
+
+class Pipeline:
+    """A loaded tagger with its vocabulary, labels and tokenizer convention; call it on text or tokens."""
+
+    def __init__(self, model: Tagger, vocab: Vocab, name: str, batch_size: int = 64):
+        from tagger.inference import Predictor
+
+        self.name, self.vocab = name, vocab
+        self.predictor: Predictor = Predictor(model, vocab, batch_size=batch_size)
+
+    def __repr__(self) -> str:
+        return f"Pipeline({self.name!r}, task={self.task!r}, tokenizer={self.tokenizer!r}, labels={len(self.labels)})"
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.vocab.labels)
+
+    @property
+    def task(self) -> str:
+        return self.vocab.task
+
+    @property
+    def tag_scheme(self) -> str | None:
+        return self.vocab.tag_scheme
+
+    @property
+    def tokenizer(self) -> str:
+        """The tokenization convention of the training corpus (``ud``, ``conll`` or ``whitespace``)."""
+        return self.vocab.tokenizer
+
+    @property
+    def supports_attention(self) -> bool:
+        return self.predictor.tagger.supports_attention
+
+    def tokenize(self, text: str) -> list[list[Token]]:
+        """``text`` as sentences of ``(token, start, end)``, cut as the model's training corpus was."""
+        return split_sentences(text, self.tokenizer)
+
+    def __call__(self, inputs: str | Sequence[str] | Sequence[Sequence[str]]):
+        if isinstance(inputs, str):
+            return self.tag_texts([inputs])[0]
+        inputs = list(inputs)
+        if all(isinstance(x, str) for x in inputs):
+            return self.tag_texts(inputs)
+        if all(isinstance(x, (list, tuple)) and all(isinstance(t, str) for t in x) for x in inputs):
+            return self.tag_sentences(inputs)
+        raise TypeError("expected a text (str), texts (list of str) or pre-tokenised sentences (list of lists of str)")
+
+    def tag_texts(self, texts: Sequence[str]) -> list[list[Sentence]]:
+        """Each raw text -> its sentences; the sentences of one text are one document."""
+        split = [self.tokenize(text) for text in texts]
+        flat = [(i, sent) for i, sents in enumerate(split) for sent in sents]
+        tagged = self.tag([[t for t, _, _ in sent] for _, sent in flat], [i for i, _ in flat],
+                          [[(a, b) for _, a, b in sent] for _, sent in flat], [texts[i] for i, _ in flat])
+        out: list[list[Sentence]] = [[] for _ in texts]
+        for (i, _), sentence in zip(flat, tagged):
+            out[i].append(sentence)
+        return out
+
+    def tag_sentences(self, sentences: Sequence[Sequence[str]]) -> list[Sentence]:
+        """Pre-tokenised sentences, each tagged alone."""
+        return self.tag([list(s) for s in sentences])
+
+    def tag(self, sentences: list[list[str]], docs: Sequence[Hashable] | None = None,
+            offsets: Sequence[list[tuple[int, int]]] | None = None,
+            texts: Sequence[str] | None = None) -> list[Sentence]:
+        """Tokens -> :class:`Sentence` s (the API and ``tagger predict``): ``docs`` groups adjacent sentences into
+        documents; ``offsets``/``texts`` locate each sentence's tokens in its text."""
+        nonempty = [i for i, s in enumerate(sentences) if s]
+        preds = dict(zip(nonempty, self.predictor.predict([sentences[i] for i in nonempty],
+                                                          [docs[i] for i in nonempty] if docs is not None else None)))
+        return [make_sentence(tokens, [p.tag for p in preds.get(i, [])], [p.score for p in preds.get(i, [])],
+                              offsets[i] if offsets is not None else None, texts[i] if texts is not None else None,
+                              self.task, self.vocab.tag_scheme)
+                for i, tokens in enumerate(sentences)]
+
+    def attention(self, tokens: str | Sequence[str]) -> list[list[list[list[float]]]]:
+        """Attention weights ``[layer][head][query][key]`` of one sentence (a text is tokenised as one sentence);
+        raises :class:`tagger.models.tagger.AttentionNotSupported` for an encoder without attention."""
+        words = [t for sent in self.tokenize(tokens) for t, _, _ in sent] if isinstance(tokens, str) else list(tokens)
+        return self.predictor.attention(words)
+
+
+class LoadError(RuntimeError):
+    """The source names no loadable model."""
+
+
+def load_model(source: str | os.PathLike) -> tuple[Tagger, Vocab, str]:
+    """(model, vocabulary, name) of a run dir, best.json, .ckpt file or BentoML model-store tag
+    (resolved by :mod:`tagger.runs`, as every other command does)."""
+    from tagger import runs
+    from tagger.checkpoint import CheckpointError
+
+    try:
+        resolved = runs.resolve(source)
+        loaded = runs.load(resolved)
+    except CheckpointError as e:  # runs.RunError included
+        raise LoadError(str(e)) from e
+    except ImportError:
+        raise LoadError(f"{str(source)!r} is not a file or folder; to load it from the BentoML model store, "
+                        "install the serve extra (pip install 'tagger[serve]')") from None
+    except Exception as e:  # bentoml.exceptions.NotFound: no such model in the store
+        if type(e).__name__ != "NotFound":
+            raise
+        raise LoadError(f"{str(source)!r}: no such run dir, best.json or checkpoint, and no such model in the "
+                        "BentoML store (`bentoml models list`)") from None
+    return loaded.tagger, loaded.vocab, resolved.store_tag or str(source)
+
+
+def load(source: str | os.PathLike, *, threads: int | None = None, batch_size: int = 64) -> Pipeline:
+    """A :class:`Pipeline` for the model at ``source``. ``threads``: torch CPU threads (None: torch's default);
+    ``batch_size``: windows per forward pass."""
+    import torch
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    model, vocab, name = load_model(source)
+    return Pipeline(model, vocab, name, batch_size=batch_size)

@@ -1,0 +1,53 @@
+"""The ``tagger`` command: one entry point for the project's commands.
+
+``tagger SUBCOMMAND [ARGS]`` runs the subcommand's module (``tagger train ...`` is ``python -m tagger.train ...``);
+``tagger --help`` lists them and ``tagger SUBCOMMAND --help`` describes each (``train``'s is Hydra's, with the
+config groups). Each module is imported only when its subcommand runs, so ``tagger --help`` is instant.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+# name -> (module whose main runs, one line for --help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "train": ("tagger.train", "train a tagger; Hydra overrides, e.g. data=conll2003 model=bilstm head=crf"),
+    "evaluate": ("tagger.evaluate", "score a model on a labelled file (--input), or a run on its own corpus"),
+    "predict": ("tagger.predict", "tag a file (tokens, raw text, conll, conllu, jsonl) -> jsonl, conll or conllu"),
+    "package": ("tagger.package", "put a run into the BentoML model store (serve extra)"),
+    "serve": ("tagger.serving", "serve a packaged model or a run over HTTP (serve extra)"),
+    "report": ("tagger.report", "comparison report of trained runs (tables, plots, best.json)"),
+    "bench": ("tagger.bench", "speed benchmark of training, inference and the service"),
+    "export": ("tagger.export", "export a model's encoder to ONNX (onnx extra)"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
+    return "\n".join(["usage: tagger SUBCOMMAND [ARGS]   (tagger SUBCOMMAND --help for its options)", "",
+                      "Sequence labelling (POS, NER): train, evaluate, tag, package and serve taggers.", "",
+                      "subcommands:", *lines, "",
+                      "Python: import tagger; nlp = tagger.load(RUN_DIR); nlp('Some text.')  (docs/usage.md)"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage())
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"tagger: unknown subcommand {name!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    if name == "train":
+        # Hydra's own command line (overrides, --help, -m, --cfg) reads sys.argv
+        sys.argv = ["tagger train", *rest]
+        module.main()
+        return 0
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
