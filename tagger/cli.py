@@ -16,7 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "predict": ("tagger.predict", "tag a file (tokens, raw text, conll, conllu, jsonl) -> jsonl, conll or conllu"),
     "package": ("tagger.package", "put a run into the BentoML model store (serve extra)"),
     "serve": ("tagger.serving", "serve a packaged model or a run over HTTP (serve extra)"),
-    "report": ("tagger.report", "comparison report of trained runs (tables, plots, best.json)"),
+    "report": ("tagger.report.build", "comparison report of trained runs (tables, plots, best.json)"),
     "bench": ("tagger.bench", "speed benchmark of training, inference and the service"),
     "export": ("tagger.export", "export a model's encoder to ONNX (onnx extra)"),
 }

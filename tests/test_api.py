@@ -15,7 +15,6 @@ import tagger
 from tagger.api import LoadError
 from tagger.checkpoint import load_checkpoint
 from tagger.inference import Predictor
-from tests.test_package import store  # noqa: F401  (fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 torch.set_num_threads(1)
@@ -67,7 +66,7 @@ def test_entity_tagger_returns_spans_and_keeps_hyphenated_words(tiny_ner_run):
     assert json.loads(json.dumps(sentence.to_dict()))["tokens"] == sentence.tokens
 
 
-def test_run_dir_best_json_checkpoint_and_store_tag_are_one_model(tmp_path, tiny_pos_run, store):  # noqa: F811
+def test_run_dir_best_json_checkpoint_and_store_tag_are_one_model(tmp_path, tiny_pos_run, store):
     from tagger.package import package
 
     best = tmp_path / "best.json"
@@ -86,7 +85,7 @@ def test_attention_of_a_self_attention_model(tiny_pos_run):
     assert len(weights[0][0]) == 5 and sum(weights[0][0][0]) == pytest.approx(1.0, abs=1e-4)  # [layer][head][q][k]
 
 
-def test_bad_sources_and_inputs_are_clear_errors(tmp_path, tiny_pos_run, store):  # noqa: F811
+def test_bad_sources_and_inputs_are_clear_errors(tmp_path, tiny_pos_run, store):
     with pytest.raises(LoadError, match="not found"):
         tagger.load(tmp_path / "missing")
     with pytest.raises(LoadError, match="no such model in the BentoML store"):
