@@ -94,9 +94,10 @@ def test_bad_sources_and_inputs_are_clear_errors(tmp_path, tiny_pos_run, store):
         tagger.load(tiny_pos_run)([1, 2])
 
 
-def test_usage_example_runs(tiny_pos_run):
-    """The first Python example of docs/usage.md, on the fixture run."""
-    doc = (REPO / "docs" / "usage.md").read_text()
+@pytest.mark.parametrize("page", ["docs/usage.md", "README.md"])
+def test_usage_example_runs(tiny_pos_run, page):
+    """The first Python example of docs/usage.md and of the README, on the fixture run."""
+    doc = (REPO / page).read_text()
     code = re.search(r"```python\n(.*?)```", doc, re.S).group(1)
     assert len(code.strip().splitlines()) <= 5
     code = re.sub(r'tagger\.load\("[^"]*"\)', f'tagger.load("{tiny_pos_run}")', code)
