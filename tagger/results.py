@@ -63,16 +63,65 @@ def render_markdown(lines: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def render_comparison(lines: list[dict[str, Any]], columns: list[tuple[str, list[str]]], title: str) -> str:
+    """One table of (task, data, model) rows against ``columns``: (heading, the variants that count as it). A
+    variant list lets runs made under another name but with the same configuration share a column. Below each
+    task, the mean dev over its corpora per model and column: what defaults are chosen by (test is shown, never
+    used to choose)."""
+    cells: dict[tuple, dict[str, list[dict]]] = {}
+    for r in lines:
+        for heading, variants in columns:
+            if r["variant"] in variants:
+                cells.setdefault((r["task"], r["data"], r["model"]), {}).setdefault(heading, []).append(r)
+    heads = [h for h, _ in columns]
+    out = [f"# {title}", "",
+           "dev / test = the task's main metric in percent (POS: token accuracy; NER: strict IOB2 entity F1), "
+           "mean ± sample std over seeds (n seeds); every run is in `reports/results.jsonl` with its command.", "",
+           "| task | corpus | encoder | " + " | ".join(f"{h}: dev | {h}: test | n" for h in heads) + " |",
+           "|---|---|---|" + "---|---|---|" * len(heads)]
+    for key in sorted(cells):
+        row = []
+        for h in heads:
+            rs = cells[key].get(h, [])
+            row += [_mean_std([r["dev"] for r in rs]), _mean_std([r["test"] for r in rs]), str(len(rs))] if rs \
+                else ["–", "–", "0"]
+        out.append(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(row) + " |")
+    out += ["", "Mean dev over the corpora of a task (each corpus's seed mean; a cell only where every corpus has "
+            "runs):", "", "| task | encoder | " + " | ".join(f"{h}: mean dev" for h in heads) + " | corpora |",
+            "|---|---|" + "---|" * len(heads) + "---|"]
+    for task, model in sorted({(k[0], k[2]) for k in cells}):
+        corpora = sorted({k[1] for k in cells if k[0] == task})
+        row = []
+        for h in heads:
+            means = [statistics.mean(r["dev"] for r in cells[(task, c, model)][h])
+                     for c in corpora if cells.get((task, c, model), {}).get(h)]
+            row.append(f"{statistics.mean(means):.2f}" if len(means) == len(corpora) else "–")
+        out.append(f"| {task} | {model} | " + " | ".join(row) + f" | {', '.join(corpora)} |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", nargs="+", help="run dirs or sweep dirs containing run dirs")
+    ap.add_argument("runs", nargs="*", help="run dirs or sweep dirs containing run dirs")
     ap.add_argument("--variant", default=None, help="label for these runs (default: 'default')")
     ap.add_argument("--out", default="reports", help="folder of results.jsonl / results.md")
+    ap.add_argument("--compare", metavar="FILE.md", help="write a comparison table of results.jsonl (render_comparison)")
+    ap.add_argument("--column", action="append", default=[], metavar="HEADING=VARIANT[|VARIANT...]",
+                    help="a column of --compare: the variants that count as it")
+    ap.add_argument("--title", default="Comparison", help="title of --compare")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     jsonl = out / "results.jsonl"
     lines = [json.loads(l) for l in jsonl.read_text().splitlines() if l.strip()] if jsonl.exists() else []
+    if args.compare:
+        columns = [(c.partition("=")[0], c.partition("=")[2].split("|")) for c in args.column]
+        if not columns or not all(h and v != [""] for h, v in columns):
+            raise SystemExit("--compare needs --column HEADING=VARIANT[|VARIANT...] (one or more)")
+        write_text(args.compare, render_comparison(lines, columns, args.title))
+        print(f"{args.compare}: {len(columns)} column(s) from {jsonl}")
+        if not args.runs:
+            return
     new = [result_line(r, args.variant) for r in find_runs(args.runs)]
     if not new:
         raise SystemExit(f"no finished run (metrics.json) under {args.runs}")

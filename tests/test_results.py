@@ -48,3 +48,20 @@ def test_a_failure_while_writing_leaves_both_files_as_they_were(tmp_path, monkey
     except RuntimeError:
         pass
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no temp file left either
+
+
+def test_comparison_table_pools_variants_and_means_dev_over_corpora():
+    from tagger.results import render_comparison
+
+    def line(data, model, variant, seed, dev, test):
+        return {"task": "ner", "data": data, "model": model, "variant": variant, "seed": seed, "dev": dev, "test": test}
+
+    lines = [line("a", "m", "old name", 1, 80.0, 70.0), line("a", "m", "scratch", 2, 82.0, 72.0),
+             line("b", "m", "scratch", 1, 60.0, 50.0), line("a", "m", "vectors", 1, 90.0, 85.0),
+             line("a", "m", "something else", 1, 99.0, 99.0)]
+    md = render_comparison(lines, [("scratch", ["scratch", "old name"]), ("vectors", ["vectors"])], "T")
+    assert "| ner | a | m | 81.00 ± 1.41 | 71.00 ± 1.41 | 2 | 90.00 | 85.00 | 1 |" in md
+    assert "| ner | b | m | 60.00 | 50.00 | 1 | – | – | 0 |" in md
+    # mean dev over corpora a and b: (81 + 60) / 2 for scratch; vectors lacks corpus b
+    assert "| ner | m | 70.50 | – | a, b |" in md
+    assert "99.00" not in md
