@@ -64,6 +64,31 @@ ablation: setup
 	-$(PY) -m tagger.train -m experiment=length_extrapolation
 	$(PY) -m tagger.report multirun/length_extrapolation --out reports/length_extrapolation $(ARGS)
 
+# make cross-corpus: window_fc, BiLSTM and self-attention, from scratch and with GloVe 6B 50d vectors, on BTC and
+# WikiGold (seeds 1-2) and with the vectors on CoNLL-2003 and EWT (seeds 1-3; their from-scratch run sets are the
+# compare ones); then per-corpus reports and the mean-dev table in reports/cross_corpus. Several hours on 2 cores.
+CC_MODELS_ner := window_fc,bilstm,self_attention_ner
+CC_MODELS_pos := window_fc,bilstm,self_attention
+CC_SWEEP := hydra.sweep.dir=multirun/cross_corpus 'hydra.sweep.subdir=$${data_name}/$${model_name}-$${hydra:runtime.choices.embedder}_seed$${seed}'
+.PHONY: cross-corpus report-cross-corpus
+
+cross-corpus: setup
+	-$(PY) -m tagger.train -m experiment=compare_ner data=btc,wikigold model=$(CC_MODELS_ner) embedder=default,glove seed=1,2 $(CC_SWEEP) & \
+	  $(PY) -m tagger.train -m experiment=compare_ner model=$(CC_MODELS_ner) embedder=glove seed=1,2,3 $(CC_SWEEP); wait
+	-$(PY) -m tagger.train -m experiment=compare_pos model=$(CC_MODELS_pos) embedder=glove seed=1,2,3 $(CC_SWEEP)
+	$(MAKE) report-cross-corpus
+
+report-cross-corpus: setup
+	for d in btc wikigold conll2003 ud_ewt; do \
+	  $(PY) -m tagger.report multirun/cross_corpus/$$d --out reports/cross_corpus/$$d --title "$$d: window_fc, BiLSTM and self-attention, from scratch and with GloVe 6B 50d vectors (make cross-corpus)" $(ARGS) || exit 1; done
+	$(PY) -m tagger.results multirun/cross_corpus/btc/*-default_seed* multirun/cross_corpus/wikigold/*-default_seed* --variant "$(CC_SCRATCH)"
+	$(PY) -m tagger.results multirun/cross_corpus/*/*-glove_seed* --variant "$(CC_GLOVE)"
+	$(PY) -m tagger.results --compare reports/cross_corpus/README.md --title "Across corpora: from scratch and with GloVe 6B 50d vectors (make cross-corpus)" \
+	  --column "from scratch=$(CC_SCRATCH)|rare-word dropout alpha 1.0 (embedder.rare_word_dropout=1.0)|rare-word dropout alpha 1.0 (embedder.rare_word_dropout=1.0), the run set of reports/ner" \
+	  --column "GloVe 6B 50d=$(CC_GLOVE)"
+CC_SCRATCH := from scratch, defaults (experiment=compare_ner)
+CC_GLOVE := GloVe 6B 50d vectors (embedder=glove)
+
 # make serve [SERVE_TASK=pos|ner] [SERVE_NAME=tagger] [PORT=3000]: if SERVE_NAME:latest is not in the
 # BentoML model store yet, package the best available run (a reports/**/best.json whose checkpoint is here, else the best dev score
 # under multirun/ and runs/), then serve it on localhost: http://127.0.0.1:$(PORT)/ui

@@ -484,7 +484,7 @@ def render(results: dict[str, Any]) -> str:
 
 # -- the command -------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tagger.bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="tagger bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", action="append", choices=["training", "inference", "http"],
                         help="run only these sections (repeatable; default: all)")
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)

@@ -7,6 +7,7 @@ config groups). Each module is imported only when its subcommand runs, so ``tagg
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 # name -> (module whose main runs, one line for --help)
@@ -49,5 +50,17 @@ def main(argv: list[str] | None = None) -> int:
     return int(module.main(rest) or 0)
 
 
+def console(argv: list[str] | None = None) -> int:
+    """The console script: :func:`main`, ending quietly when the reader of stdout goes away (``tagger ... | head``)
+    as Unix tools do; the redirect keeps the interpreter's last flush from raising again (Python docs, SIGPIPE)."""
+    try:
+        code = main(argv)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console())

@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     from tagger.checkpoint import CheckpointError
     from tagger.fileio import atomic_open
 
-    parser = argparse.ArgumentParser(prog="python -m tagger.export", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="tagger export", description=__doc__.split("\n\n")[0])
     parser.add_argument("source", help=f"what to export: {runs.KINDS}")
     parser.add_argument("--out", type=Path, help="ONNX file to write (default: RUN_DIR/model.onnx or CKPT.onnx; "
                         "required for a store tag)")

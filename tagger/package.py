@@ -226,7 +226,7 @@ def package(path: str | Path, name: str = DEFAULT_NAME):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tagger.package", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="tagger package", description=__doc__.split("\n\n")[0])
     parser.add_argument("source", nargs="?", help="run dir, best.json or .ckpt file")
     parser.add_argument("--name", default=DEFAULT_NAME, help="model name in the BentoML store (default: %(default)s)")
     parser.add_argument("--best", action="store_true", help="package the best available run (a reports/**/best.json whose checkpoint is here, "

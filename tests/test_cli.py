@@ -32,9 +32,21 @@ def test_each_subcommand_has_help(name, capsys, monkeypatch):
         main([name, "--help"])
     assert exit_.value.code in (0, None)
     out = capsys.readouterr().out
-    assert ("Configuration groups" in out and "data: " in out) if name == "train" else "usage:" in out
+    assert ("Configuration groups" in out and "data: " in out) if name == "train" else f"usage: tagger {name}" in out
+
+
+def test_closed_stdout_ends_quietly(tmp_path):
+    """`tagger ... | head`: the reader goes away early; the command stops with 141 (SIGPIPE), no traceback."""
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "tagger.cli", "--help"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # nobody reads: the first write fails with a broken pipe
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141
+    assert "Traceback" not in err and "BrokenPipe" not in err
 
 
 def test_console_script_is_declared():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert project["scripts"]["tagger"] == "tagger.cli:main"
+    assert project["scripts"]["tagger"] == "tagger.cli:console"

@@ -90,7 +90,7 @@ def make_report(paths: Sequence[Path], out: Path, args: argparse.Namespace) -> d
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m tagger.report", description=REPORT_DOC.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="tagger report", description=REPORT_DOC.split("\n\n")[0])
     p.add_argument("paths", nargs="+", type=Path, metavar="RUN_DIR", help="run dirs or sweep dirs (searched recursively)")
     p.add_argument("--out", type=Path, required=True, help="output folder, e.g. reports/pos")
     p.add_argument("--no-eval", action="store_true", help="skip checkpoint re-evaluation (speed, length, attention)")
