@@ -78,7 +78,7 @@ package: setup
 
 serve: setup
 	$(PY) -m tagger.package --best --task $(SERVE_TASK) --name $(SERVE_NAME) --if-missing
-	TAGGER_MODEL=$(SERVE_NAME):latest $(VENV)/bin/bentoml serve serve.service:Tagger --host 127.0.0.1 --port $(PORT)
+	TAGGER_MODEL=$(SERVE_NAME):latest $(VENV)/bin/bentoml serve serve.service:TaggingService --host 127.0.0.1 --port $(PORT)
 
 # -- speed and reliability (reports/bench.md). `make bench` needs a quiet machine: it records the load
 # average and any running `tagger.train` in the report. BENCH_ARGS=--quick checks the bench in minutes.

@@ -85,16 +85,21 @@ def _onnx_int8(data: bytes) -> bytes:
         return dst.read_bytes()
 
 
+def check_backend(backend: str, what: str = "backend") -> None:
+    """BackendError naming ``what`` unless ``backend`` is known and this machine can run it."""
+    if backend not in BACKENDS:
+        raise BackendError(f"{what} must be one of {', '.join(BACKENDS)}; got {backend!r}")
+    if backend == "bf16" and not bf16_native():
+        raise BackendError(f"{what} 'bf16' needs a CPU with native bf16 (AVX512-BF16 or AMX); this one "
+                           f"({torch.backends.cpu.get_cpu_capability()}) would emulate it, slower than fp32")
+
+
 def make_backend(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: int | None = None):
     """The backend named ``backend`` for this tagger (:data:`BACKENDS`); BackendError if it cannot run here."""
-    if backend not in BACKENDS:
-        raise BackendError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+    check_backend(backend)
     if backend == "fp32":
         return TorchBackend(InferenceGraph(tagger.eval()), "fp32")
     if backend == "bf16":
-        if not bf16_native():
-            raise BackendError(f"backend 'bf16' needs a CPU with native bf16 (AVX512-BF16 or AMX); this one "
-                               f"({torch.backends.cpu.get_cpu_capability()}) would emulate it, slower than fp32")
         return TorchBackend(InferenceGraph(tagger.eval()), "bf16", autocast=torch.bfloat16)
     if backend == "int8":
         return TorchBackend(_int8_graph(tagger), "int8")

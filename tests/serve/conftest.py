@@ -57,7 +57,7 @@ def start(home: Path, model: str, name: str) -> Server:
     env = {**os.environ, "BENTOML_HOME": str(home), "TAGGER_MODEL": model, "TAGGER_TORCH_THREADS": "1",
            "OMP_NUM_THREADS": "1", "BENTOML_DO_NOT_TRACK": "True"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bentoml", "serve", "serve.service:Tagger", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "bentoml", "serve", "serve.service:TaggingService", "--host", "127.0.0.1", "--port", str(port)],
         cwd=REPO, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
     return Server(f"http://127.0.0.1:{port}", model, proc, log)
 
