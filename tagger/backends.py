@@ -6,7 +6,8 @@
 * ``bf16``: the same graph under ``torch.autocast(bfloat16)``; offered only where the CPU computes bf16
   natively (AVX512-BF16 or AMX), since emulated bf16 is slower than fp32;
 * ``int8``: a copy of the graph whose ``nn.Linear`` layers are dynamically quantized to int8
-  (``torch.ao.quantization.quantize_dynamic``: int8 weights, activations quantized per batch);
+  (``torch.ao.quantization.quantize_dynamic``: int8 weights, activations quantized with one scale per batch, so
+  a sentence's scores depend slightly on the sentences batched with it);
 * ``onnx``: the graph exported to ONNX (:func:`tagger.export.export_onnx`, checked against torch) and run by
   ONNX Runtime with all graph optimisations;
 * ``onnx-int8``: that ONNX graph with its MatMul weights quantized to int8
@@ -34,8 +35,8 @@ from tagger.models.tagger import Tagger
 log = logging.getLogger(__name__)
 
 BACKENDS = ("fp32", "bf16", "int8", "onnx", "onnx-int8")
-# the fastest backend within 0.05 accuracy points of fp32 on EWT dev (reports/bench.md)
-DEFAULT_BACKEND = "onnx"
+# the fastest backend within 0.05 accuracy points of fp32 on EWT dev (make bench: reports/bench.md)
+DEFAULT_BACKEND = "int8"
 
 
 class BackendError(ValueError):

@@ -10,7 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 import bentoml
 import pytest
 
-from tagger.backends import DEFAULT_BACKEND
 from tests.serve.conftest import REPO
 
 TEXTS = [
@@ -204,7 +203,7 @@ def test_attention_bad_requests(pos_server, body, words):
 def test_model_card_and_health(pos_server, tiny_pos_run):
     card = pos_server.get("/model").json()
     metrics = json.loads((tiny_pos_run / "metrics.json").read_text())
-    assert card["name"] == pos_server.model and card["task"] == "pos" and card["backend"] == DEFAULT_BACKEND
+    assert card["name"] == pos_server.model and card["task"] == "pos" and card["backend"] == "fp32"
     assert card["labels"] == sorted(card["labels"]) and "NOUN" in card["labels"]
     assert card["metrics"]["dev"]["acc"] == metrics["dev"]["acc"]
     assert card["config"]["model"]["_target_"].endswith("SelfAttentionEncoder")
