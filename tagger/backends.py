@@ -115,7 +115,7 @@ def make_backend(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: i
         runner = OnnxBackend(data, threads=threads)
     except (ExportError, ImportError) as e:
         raise BackendError(f"backend {backend!r}: {e}") from e
-    runner.name = backend
+    runner.name, runner.export_info = backend, info
     log.info("backend %s: %s exporter, max |diff| %.2g vs torch before quantization", backend, info["exporter"],
              info["max_abs_diff"])
     return runner

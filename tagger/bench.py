@@ -208,7 +208,7 @@ def flops_per_token(tagger, vocab, sentences: list[list[str]], batch_size: int) 
 
 # -- 1. in-process inference -------------------------------------------------------------------
 def bench_inference(args, extra_roots: list[Path], peak_gflops: float) -> tuple[list[dict], list[dict]]:
-    from tagger.export import ExportError, OnnxBackend, export_onnx
+    from tagger.backends import BackendError, make_backend
     from tagger.inference import Predictor
 
     torch.set_num_threads(args.threads)
@@ -217,10 +217,11 @@ def bench_inference(args, extra_roots: list[Path], peak_gflops: float) -> tuple[
     for family in args.families:
         tagger, vocab, source = load_family(family, args.data_dir, extra_roots)
         backends: dict[str, Any] = {"torch": None}
+        info: dict[str, Any] = {}
         try:
-            data, info = export_onnx(tagger, vocab)
-            backends["onnx"] = OnnxBackend(data, threads=args.threads)
-        except ExportError as e:
+            backends["onnx"] = make_backend(tagger, vocab, "onnx", threads=args.threads)
+            info = backends["onnx"].export_info
+        except BackendError as e:
             print(f"[bench] {family}: no ONNX backend: {e}", file=sys.stderr)
             info = {"error": str(e)}
         for batch_size in args.batch_sizes:
