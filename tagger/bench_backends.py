@@ -53,6 +53,19 @@ def cpu() -> dict[str, Any]:
             "bf16_native": bf16_native(), "torch": torch.__version__, "python": platform.python_version()}
 
 
+def busy_trainings() -> int:
+    """``tagger.train`` processes on this machine that are not stopped (they would share the CPU with the bench)."""
+    import psutil
+
+    count = 0
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        argv = proc.info["cmdline"] or []
+        training = argv[1:3] == ["-m", "tagger.train"] or (argv[1:2] and argv[1].endswith("/tagger") and argv[2:3] == ["train"])
+        if training and proc.info["status"] not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE):
+            count += 1
+    return count
+
+
 def ewt(data_dir: Path, split: str) -> tuple[list[list[str]], list[list[str]]]:
     from tagger.data.readers import read_conllu
 
@@ -263,6 +276,10 @@ def render(res: dict[str, Any]) -> str:
         lines += [f"| {t['target']} | {t['want']} | {t['measured']:,} | {'yes' if t['met'] else '**no**'} |"
                   for t in res["targets"]]
         lines.append("")
+    if "running_trainings" in res:
+        t = res["running_trainings"]
+        lines += [f"Other `tagger.train` processes running (not stopped) on this machine: {t['at_start']} at the start, "
+                  f"{t['at_end']} at the end of the bench.", ""]
     if res.get("note"):
         lines += [res["note"], ""]
     return "\n".join(lines)
@@ -289,7 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         args.run = find_best("pos")
         if args.run is None:
             parser.error("no trained POS run found here: give RUN (make bench RUN=...)")
+    before = busy_trainings()
     results = bench(args)
+    results["running_trainings"] = {"at_start": before, "at_end": busy_trainings()}
     results["targets"] = check_targets(results)
     results["note"] = args.note
     args.out.mkdir(parents=True, exist_ok=True)
