@@ -103,14 +103,19 @@ package: setup
 
 serve: setup
 	$(PY) -m tagger.package --best --task $(SERVE_TASK) --name $(SERVE_NAME) --if-missing
-	TAGGER_MODEL=$(SERVE_NAME):latest $(VENV)/bin/bentoml serve serve.service:Tagger --host 127.0.0.1 --port $(PORT)
+	TAGGER_MODEL=$(SERVE_NAME):latest $(VENV)/bin/bentoml serve serve.service:TaggingService --host 127.0.0.1 --port $(PORT)
 
-# -- speed and reliability (reports/bench.md). `make bench` needs a quiet machine: it records the load
-# average and any running `tagger.train` in the report. BENCH_ARGS=--quick checks the bench in minutes.
+# -- speed and reliability. `make bench [RUN=run_dir]`: the inference backends and the spaCy peers on EWT
+# (reports/bench.md); `make bench-families`: each model family, training and HTTP (reports/bench_families.md).
+# Both need a quiet machine. BENCH_ARGS=--quick checks a bench in minutes.
 # make fuzz / make soak serve a trained run (RUN=run_dir, default: a comparison run) on a free port.
-.PHONY: fuzz kill-resume soak
+.PHONY: fuzz kill-resume soak bench-families
 
 bench: setup data
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[bench]'
+	$(PY) -m tagger.bench_backends $(RUN) $(BENCH_ARGS)
+
+bench-families: setup data
 	$(PY) -m tagger.bench $(BENCH_ARGS)
 
 fuzz: setup

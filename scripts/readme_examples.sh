@@ -17,7 +17,7 @@ $PY -m tagger.package "${POS_SRC:-reports/pos/best.json}" --name tagger >&2
 $PY -m tagger.package "${NER_SRC:-reports/ner/best.json}" --name tagger-ner >&2
 [ -n "$SA_RUN" ] && $PY -m tagger.package "$SA_RUN" --name tagger-sa >&2
 serve() {  # name port
-  TAGGER_MODEL="$1:latest" setsid "$BENTOML" serve serve.service:Tagger --host 127.0.0.1 --port "$2" >"$BENTOML_HOME/$1.log" 2>&1 &
+  TAGGER_MODEL="$1:latest" setsid "$BENTOML" serve serve.service:TaggingService --host 127.0.0.1 --port "$2" >"$BENTOML_HOME/$1.log" 2>&1 &
   pids+=($!)
 }
 serve tagger 3000; serve tagger-ner 3001; [ -n "$SA_RUN" ] && serve tagger-sa 3002

@@ -3,7 +3,7 @@
     python scripts/with_service.py [--run RUN_DIR] -- COMMAND...
 
 The run is packaged into a private BentoML store (a temporary BENTOML_HOME) and served by
-``bentoml serve serve.service:Tagger``; COMMAND runs through ``bash -c`` with ``TAGGER_URL``
+``bentoml serve serve.service:TaggingService``; COMMAND runs through ``bash -c`` with ``TAGGER_URL``
 (e.g. http://127.0.0.1:41234) and ``TAGGER_PID`` (the server's process group leader) set.
 Exits with COMMAND's status. Without ``--run``: a self-attention comparison run, else the best
 run ``tagger.package --best`` would pick. ``make fuzz`` and ``make soak`` use it.

@@ -117,8 +117,8 @@ def fix_bentoml_timeout() -> None:
 
     BentoML's ``TimeoutMiddleware`` schedules ``loop.call_later(timeout, ...)`` for every request and
     never cancels it. asyncio keeps each timer, with a copy of the request's context (its tracing span
-    and the objects that references), until it fires: ``timeout`` seconds (60 for the entry service,
-    300 for the model service) of requests stay in memory, so under steady load the memory grows for
+    and the objects that references), until it fires: ``timeout`` seconds (300 for the tagging
+    service) of requests stay in memory, so under steady load the memory grows for
     that long. Measured on a one-endpoint BentoML 1.4.40 service: ~5 KB per request with the
     middleware, flat without it. Idempotent; applied when :mod:`serve.service` is imported, which
     every worker does.

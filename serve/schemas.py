@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any, ClassVar
 
 import bentoml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
@@ -31,6 +31,7 @@ def _env_int(name: str, default: int) -> int:
 class Limits:
     sentences: int  # sentences or texts per request
     tokens: int  # tokens per sentence / text (after tokenization)
+    chars: int  # characters per text
     body_bytes: int  # request body size
     attention_tokens: int  # tokens of the one sentence /attention shows
 
@@ -39,6 +40,7 @@ class Limits:
         return cls(
             sentences=_env_int("TAGGER_MAX_SENTENCES", 64),
             tokens=_env_int("TAGGER_MAX_TOKENS", 5000),
+            chars=_env_int("TAGGER_MAX_CHARS", 100_000),
             body_bytes=_env_int("TAGGER_MAX_BODY_BYTES", 1_000_000),
             attention_tokens=_env_int("TAGGER_MAX_ATTENTION_TOKENS", 200),
         )
@@ -46,8 +48,39 @@ class Limits:
 
 LIMITS = Limits.from_env()
 
-Token = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
-Text = Annotated[str, StringConstraints(min_length=1)]
+# What str.isspace() calls whitespace, as a regex class that Python's re and JSON Schema (ECMA-262) engines
+# read alike (their own \s differ: ECMA's lacks \x1c-\x1f and \x85). The patterns tell clients the rules
+# that the validators below enforce with str.isspace.
+SPACES = "".join(f"\\u{ord(c):04x}" for c in map(chr, range(0x3001)) if c.isspace())
+Token = Annotated[str, StringConstraints(min_length=1, max_length=1000),
+                  Field(json_schema_extra={"pattern": f"^[^{SPACES}]+$"})]
+Text = Annotated[str, StringConstraints(min_length=1, max_length=LIMITS.chars),
+                 Field(json_schema_extra={"pattern": f"[^{SPACES}]"})]
+Sentence = Annotated[list[Token], Field(min_length=1, json_schema_extra={"maxItems": LIMITS.tokens})]
+
+
+class _OneInput(bentoml.IODescriptor):
+    """Exactly one of ``exclusive_inputs`` is given, and not as null."""
+
+    exclusive_inputs: ClassVar[tuple[str, str]]
+    _kinds: ClassVar[str]  # the two, described for the error message
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nulls(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name in cls.exclusive_inputs:
+                if name in data and data[name] is None:
+                    raise ValueError(f"'{name}' is null; leave it out, or give "
+                                     f"{'a list' if name != 'text' else 'a string'}")
+        return data
+
+    @model_validator(mode="after")
+    def _one_input(self) -> "_OneInput":
+        a, b = self.exclusive_inputs
+        if (getattr(self, a) is None) == (getattr(self, b) is None):
+            raise ValueError(f"give exactly one of {self._kinds}")
+        return self
 
 
 def _check_count(items: list | None, what: str) -> list | None:
@@ -65,24 +98,26 @@ def _check_tokens(tokens: list[str], name: str, limit: int, env: str) -> None:
             raise ValueError(f"{name}[{j}] = {token!r}: a token must not contain whitespace")
 
 
-class TagRequest(bentoml.IODescriptor):
+class TagRequest(_OneInput):
     """Exactly one of ``sentences`` (pre-tokenised) or ``texts`` (raw, tokenised by the service).
 
     The items of one request are read as one document, in order: a model trained with document
     context (``doc_window`` on ``/model``) tags each with its neighbours as context."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+    exclusive_inputs = ("sentences", "texts")
+    _kinds = "'sentences' (lists of tokens) or 'texts' (strings)"
 
-    sentences: list[Annotated[list[Token], Field(min_length=1)]] | None = Field(
-        default=None, min_length=1,
+    sentences: list[Sentence] | None = Field(
+        default=None, min_length=1, json_schema_extra={"maxItems": LIMITS.sentences},
         description=f"pre-tokenised sentences, one list of tokens each (at most {LIMITS.sentences} sentences "
                     f"of {LIMITS.tokens} tokens)",
         examples=[[["The", "cat", "sat", "."]]])
     texts: list[Text] | None = Field(
-        default=None, min_length=1,
+        default=None, min_length=1, json_schema_extra={"maxItems": LIMITS.sentences},
         description=f"raw texts; each is split into sentences and tokens as the model's training corpus was, "
-                    f"and answered as one sequence (at most {LIMITS.sentences} texts "
-                    f"of {LIMITS.tokens} tokens)",
+                    f"and answered as one sequence (at most {LIMITS.sentences} texts of {LIMITS.chars} "
+                    f"characters and, once tokenised, {LIMITS.tokens} tokens)",
         examples=[["John lives in New York."]])
 
     @field_validator("sentences")
@@ -97,22 +132,21 @@ class TagRequest(bentoml.IODescriptor):
     def _texts_within_limits(cls, texts: list[str] | None) -> list[str] | None:
         return _check_count(texts, "texts")  # tokens per text are counted after tokenization
 
-    @model_validator(mode="after")
-    def _one_input(self) -> "TagRequest":
-        if (self.sentences is None) == (self.texts is None):
-            raise ValueError("give exactly one of 'sentences' (lists of tokens) or 'texts' (strings)")
-        return self
 
 
-class AttentionRequest(bentoml.IODescriptor):
+class AttentionRequest(_OneInput):
     """Exactly one of ``tokens`` (one pre-tokenised sentence) or ``text``."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+    exclusive_inputs = ("tokens", "text")
+    _kinds = "'tokens' (a list of strings) or 'text' (a string)"
 
     tokens: list[Token] | None = Field(default=None, min_length=1,
+                                       json_schema_extra={"maxItems": LIMITS.attention_tokens},
                                        description=f"one pre-tokenised sentence (at most {LIMITS.attention_tokens} "
                                                    "tokens)", examples=[["The", "cat", "sat", "."]])
-    text: Text | None = Field(default=None, description="one raw text, tokenised by the service",
+    text: Text | None = Field(default=None, description=f"one raw text, tokenised by the service (at most "
+                                                        f"{LIMITS.attention_tokens} tokens once tokenised)",
                               examples=["The cat sat."])
 
     @field_validator("tokens")
@@ -122,14 +156,39 @@ class AttentionRequest(bentoml.IODescriptor):
             _check_tokens(tokens, "tokens", LIMITS.attention_tokens, "TAGGER_MAX_ATTENTION_TOKENS")
         return tokens
 
-    @model_validator(mode="after")
-    def _one_input(self) -> "AttentionRequest":
-        if (self.tokens is None) == (self.text is None):
-            raise ValueError("give exactly one of 'tokens' (a list of strings) or 'text' (a string)")
-        return self
-
 
 # -- responses -----------------------------------------------------------------------------------
+class ErrorDetail(BaseModel):
+    loc: list[str | int] = Field(description="where in the request: field names and list indices")
+    msg: str
+    type: str | None = Field(default=None, description="pydantic's error type, for validation errors")
+    url: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    """Every 4xx answer of the API endpoints."""
+
+    error: str = Field(description="what is wrong, naming the field or the limit")
+    detail: list[ErrorDetail]
+
+
+class ModelCard(BaseModel):
+    """``GET /model``."""
+
+    name: str = Field(description="the model's tag in the BentoML store")
+    task: str
+    tag_scheme: str | None
+    labels: list[str]
+    metrics: dict[str, Any] = Field(description="main metric name and dev/test scores")
+    supports_attention: bool
+    window: int = Field(description="tokens per model window; longer inputs are windowed")
+    doc_window: int | None
+    backend: str = Field(description="what computes the model (tagger.backends)")
+    limits: dict[str, int]
+    config: dict[str, Any] = Field(description="the embedder/model/head config")
+    provenance: dict[str, Any]
+
+
 class TokenOut(BaseModel):
     text: str = Field(description="the token")
     tag: str = Field(description="predicted tag (for NER, in the model's tag scheme)")

@@ -1,15 +1,14 @@
-"""The tagging service: ``bentoml serve serve.service:Tagger``.
+"""The tagging service: ``bentoml serve serve.service:TaggingService``.
 
 Endpoints (JSON): ``POST /tag``, ``POST /entities``, ``POST /attention``, ``GET /model``, the page
-``GET /ui``, and BentoML's own ``/livez``, ``/readyz``, ``/metrics``, ``/docs``.
+``GET /ui``, and BentoML's own ``/livez``, ``/readyz``, ``/metrics``, ``/docs`` (``/docs.json``: the
+contract, :mod:`serve.openapi`).
 
-Two services, the way BentoML batches behind pre-processing:
-
-* :class:`TaggerModel` holds the packaged model — a class-level ``BentoModel``, so ``bentoml build``
-  ships it — loaded once per worker. Its ``predict`` gathers the sentences of concurrent requests
-  into one model pass without waiting on a clock (:class:`serve.batching.GreedyBatcher`; BentoML's
-  adaptive batching kept single requests waiting long after a burst).
-* :class:`Tagger`, the entry point, validates, tokenises, calls ``TaggerModel`` and shapes answers.
+One service, one process per worker: :class:`TaggingService` holds the packaged model — a class-level
+``BentoModel``, so ``bentoml build`` ships it — loaded once per worker on the backend ``TAGGER_BACKEND``
+(:mod:`tagger.backends`), validates and tokenises requests, and gathers the sentences of concurrent
+requests into one model pass without waiting on a clock (:class:`serve.batching.GreedyBatcher`;
+BentoML's adaptive batching kept single requests waiting long after a burst).
 
 ``TAGGER_MODEL`` picks the model (default ``tagger:latest``); limits are in :mod:`serve.schemas`.
 """
@@ -30,75 +29,24 @@ from starlette.routing import Route
 
 from serve.batching import GreedyBatcher
 from serve.middleware import BodyLimit, fix_bentoml_timeout
+from serve.openapi import ServeContract
 from serve.schemas import (
     LIMITS, AttentionRequest, AttentionResponse, AttentionToken, EntitiesResponse, Entity, EntitySequence,
     TaggedSequence, TagRequest, TagResponse, TokenOut,
 )
 from tagger.api import entity_spans as decode_entities, join_sentences, make_sentence
+from tagger.backends import DEFAULT_BACKEND, check_backend
 from tagger.tokenize import sentences as split_sentences
 
 fix_bentoml_timeout()  # else every request stays in memory for traffic.timeout seconds
 MODEL_TAG = os.environ.get("TAGGER_MODEL", "tagger:latest")
+BACKEND = os.environ.get("TAGGER_BACKEND", DEFAULT_BACKEND)
 UI_PAGE = Path(__file__).with_name("ui") / "index.html"
 API_PATHS = ("/tag", "/entities", "/attention")
 MODEL = BentoModel(MODEL_TAG)
 # Prometheus (GET /metrics): sentences per model pass, i.e. how much concurrent requests were merged
 BATCH_SENTENCES = bentoml.metrics.Histogram(name="tagger_batch_sentences", documentation="sentences per model pass",
                                             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
-
-
-# runner_connection: BentoML >= 1.4.30 recycles the caller's HTTP session to this service every 100
-# calls (or 300 s) and closes it with calls still in flight, which surfaced as 500s under 32 clients
-# (BentoML issues #5540, #5544). One session for the worker's lifetime avoids that.
-@bentoml.service(name="tagger_model", workers=int(os.environ.get("TAGGER_WORKERS", "1")), traffic={"timeout": 300},
-                 runner_connection={"max_requests": 2**31 - 1, "max_age": 1e9})
-class TaggerModel:
-    bento_model = MODEL
-
-    def __init__(self) -> None:
-        import torch
-
-        from tagger.inference import Predictor
-        from tagger.package import load_packaged
-
-        if threads := int(os.environ.get("TAGGER_TORCH_THREADS", "0")):
-            torch.set_num_threads(threads)
-        # a missing file, a weights hash mismatch or an unreadable part raises here: the worker
-        # does not start, rather than serve a half model
-        self.packaged = load_packaged(self.bento_model)
-        # windows per forward pass: 64 x 512 tokens keeps a self-attention batch's scores around 256 MB
-        batch = int(os.environ.get("TAGGER_BATCH_SIZE", "64"))
-        self.predictor = Predictor(self.packaged.tagger, self.packaged.vocab, batch_size=batch)
-        self._calls = itertools.count()  # a document id per call: calls merged into one pass stay apart
-        self.batcher = GreedyBatcher(self._tag_sentences, max_items=int(os.environ.get("TAGGER_MAX_BATCH", "256")),
-                                     on_pass=BATCH_SENTENCES.observe)
-
-    def _tag_sentences(self, items: list[tuple[int, list[str]]]) -> list[list[tuple[str, float]]]:
-        sentences, docs = [s for _, s in items], [d for d, _ in items]
-        return [[(p.tag, p.score) for p in sent] for sent in self.predictor.predict(sentences, docs)]
-
-    def _attention(self, tokens: list[str]) -> list[list[list[list[float]]]]:
-        weights = self.predictor.attention(tokens)
-        return [[[[round(w, 4) for w in row] for row in head] for head in layer] for layer in weights]
-
-    @bentoml.api
-    async def predict(self, sentences: list[list[str]]) -> list[list[tuple[str, float]]]:
-        """Tags of sentences: [(tag, probability)] per token; concurrent calls share model passes.
-        The sentences of one call are one document (context for a model trained with ``data.doc_window``)."""
-        doc = next(self._calls)
-        return await self.batcher([(doc, s) for s in sentences])
-
-    @bentoml.api
-    async def attention(self, tokens: list[str]) -> list[list[list[list[float]]]]:
-        """[layer][head][query][key] weights of one sentence, rounded to 4 decimals."""
-        return await self.batcher.run_exclusive(self._attention, tokens)
-
-    @bentoml.api
-    def describe(self) -> dict[str, Any]:
-        """What is loaded: the store tag, the packaging metadata and the model config."""
-        return {"tag": self.packaged.tag, "metadata": self.packaged.metadata, "config": self.packaged.config,
-                "window": self.predictor.window, "doc_window": self.predictor.doc_window,
-                "tokenizer": self.packaged.vocab.tokenizer}
 
 
 def check_store_entry(reference: BentoModel) -> None:
@@ -113,6 +61,7 @@ def check_store_entry(reference: BentoModel) -> None:
 
 
 check_store_entry(MODEL)
+check_backend(BACKEND, "TAGGER_BACKEND")  # an unknown or unavailable backend stops `bentoml serve` here
 
 
 def _reject(message: str, loc: list[Any], status: int = 400) -> JSONResponse:
@@ -156,27 +105,57 @@ pages = Starlette(routes=[Route("/ui", _ui), Route("/model", _model)])
 
 
 @bentoml.asgi_app(pages, path="/")
-@bentoml.service(name="tagger", workers=1, traffic={"timeout": 300})
-class Tagger:
-    model = bentoml.depends(TaggerModel)
+@bentoml.service(name="tagger", workers=int(os.environ.get("TAGGER_WORKERS", "1")), traffic={"timeout": 300})
+class TaggingService:
+    bento_model = MODEL
 
     def __init__(self) -> None:
-        self._info: dict[str, Any] | None = None
+        import torch
+
+        from tagger.backends import make_predictor
+        from tagger.package import load_packaged
+
+        if threads := int(os.environ.get("TAGGER_TORCH_THREADS", "0")):
+            torch.set_num_threads(threads)
+        # a missing file, a weights hash mismatch or an unreadable part raises here: the worker
+        # does not start, rather than serve a half model
+        packaged = load_packaged(self.bento_model)
+        # windows per forward pass: 64 x 512 tokens keeps a self-attention batch's scores around 256 MB
+        self.predictor = make_predictor(packaged.tagger, packaged.vocab, BACKEND, threads=threads or None,
+                                        batch_size=int(os.environ.get("TAGGER_BATCH_SIZE", "64")))
+        self._info = {"tag": packaged.tag, "metadata": packaged.metadata, "config": packaged.config,
+                      "window": self.predictor.window, "doc_window": self.predictor.doc_window,
+                      "tokenizer": packaged.vocab.tokenizer, "backend": self.predictor.backend_name}
+        self._calls = itertools.count()  # a document id per call: calls merged into one pass stay apart
+        self.batcher = GreedyBatcher(self._tag_sentences, max_items=int(os.environ.get("TAGGER_MAX_BATCH", "256")),
+                                     on_pass=BATCH_SENTENCES.observe)
+
+    def _tag_sentences(self, items: list[tuple[int, list[str]]]) -> list[list[tuple[str, float]]]:
+        sentences, docs = [s for _, s in items], [d for d, _ in items]
+        return [[(p.tag, p.score) for p in sent] for sent in self.predictor.predict(sentences, docs)]
+
+    async def predict(self, sentences: list[list[str]]) -> list[list[tuple[str, float]]]:
+        """Tags of sentences: [(tag, probability)] per token; concurrent calls share model passes.
+        The sentences of one call are one document (context for a model trained with ``data.doc_window``)."""
+        doc = next(self._calls)
+        return await self.batcher([(doc, s) for s in sentences])
+
+    def _attention(self, tokens: list[str]) -> list[list[list[list[float]]]]:
+        weights = self.predictor.attention(tokens)
+        return [[[[round(w, 4) for w in row] for row in head] for head in layer] for layer in weights]
 
     async def info(self) -> dict[str, Any]:
-        if self._info is None:
-            self._info = await self.model.to_async.describe()
         return self._info
 
     async def model_card(self) -> JSONResponse:
-        info = await self.info()
+        info = self._info
         meta = info["metadata"]
         return JSONResponse({
             "name": info["tag"], "task": meta.get("task"), "tag_scheme": meta.get("tag_scheme"),
             "labels": meta.get("labels"), "metrics": {"main": meta.get("main_metric"), "dev": meta.get("dev"),
                                                      "test": meta.get("test")},
             "supports_attention": meta.get("supports_attention"), "window": info["window"],
-            "doc_window": info.get("doc_window"),
+            "doc_window": info.get("doc_window"), "backend": info.get("backend"),
             "limits": vars(LIMITS), "config": info["config"],
             "provenance": {k: meta.get(k) for k in ("data", "model", "head", "params", "data_files", "git",
                                                     "checkpoint", "run_dir", "command", "weights_sha256")},
@@ -195,7 +174,7 @@ class Tagger:
             if isinstance(tokenized, JSONResponse):
                 return tokenized
             groups = [[([w for w, _, _ in s], [(a, b) for _, a, b in s]) for s in sents] for sents in tokenized]
-        predictions = iter(await self.model.to_async.predict([words for group in groups for words, _ in group]))
+        predictions = iter(await self.predict([words for group in groups for words, _ in group]))
         return [join_sentences([make_sentence(words, [t for t, _ in p], [sc for _, sc in p], offsets,
                                               texts[i] if texts is not None else None, task,
                                               info["metadata"].get("tag_scheme") or "IOB2")
@@ -226,7 +205,7 @@ class Tagger:
         info = await self.info()
         if info["metadata"].get("task") != "ner":
             return _reject(f"/entities needs an NER model; {info['tag']} is a {info['metadata'].get('task')} "
-                           "tagger (use /tag)", ["model"])
+                           "tagger (use /tag)", ["model"], status=404)
         tagged = await self._tagged(sentences, texts)
         if isinstance(tagged, JSONResponse):
             return tagged
@@ -240,7 +219,7 @@ class Tagger:
         info = await self.info()
         if not info["metadata"].get("supports_attention"):
             return _reject(f"{info['tag']} has no attention weights to show (its encoder is "
-                           f"{info['config']['model']['_target_'].rsplit('.', 1)[-1]})", ["model"])
+                           f"{info['config']['model']['_target_'].rsplit('.', 1)[-1]})", ["model"], status=404)
         limit = min(LIMITS.attention_tokens, info["window"])
         if text is not None:
             tokenized = await anyio.to_thread.run_sync(_tokenize_all, [text], "text", info.get("tokenizer", "ud"))
@@ -253,9 +232,10 @@ class Tagger:
             return _reject(f"{'text' if text is not None else 'tokens'} has {len(toks)} tokens; attention is shown "
                            f"for at most {limit} tokens (TAGGER_MAX_ATTENTION_TOKENS / model window)",
                            ["text" if text is not None else "tokens"])
-        weights = await self.model.to_async.attention([t.text for t in toks])
+        weights = await self.batcher.run_exclusive(self._attention, [t.text for t in toks])
         return AttentionResponse(model=info["tag"], tokens=toks, layers=len(weights),
                                  heads=len(weights[0]) if weights else 0, weights=weights)
 
 
-Tagger.add_asgi_middleware(BodyLimit, max_bytes=LIMITS.body_bytes, paths=API_PATHS)
+TaggingService.add_asgi_middleware(BodyLimit, max_bytes=LIMITS.body_bytes, paths=API_PATHS)
+TaggingService.add_asgi_middleware(ServeContract, spec=lambda: TaggingService.openapi_spec.asdict())

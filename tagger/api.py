@@ -110,11 +110,11 @@ def join_sentences(sentences: Sequence[Sentence], task: str) -> dict[str, Any]:
 class Pipeline:
     """A loaded tagger with its vocabulary, labels and tokenizer convention; call it on text or tokens."""
 
-    def __init__(self, model: Tagger, vocab: Vocab, name: str, batch_size: int = 64):
-        from tagger.inference import Predictor
+    def __init__(self, model: Tagger, vocab: Vocab, name: str, batch_size: int = 64, backend: str = "fp32"):
+        from tagger.backends import make_predictor
 
         self.name, self.vocab = name, vocab
-        self.predictor: Predictor = Predictor(model, vocab, batch_size=batch_size)
+        self.predictor: Predictor = make_predictor(model, vocab, backend, batch_size=batch_size)
 
     def __repr__(self) -> str:
         return f"Pipeline({self.name!r}, task={self.task!r}, tokenizer={self.tokenizer!r}, labels={len(self.labels)})"
@@ -215,12 +215,14 @@ def load_model(source: str | os.PathLike) -> tuple[Tagger, Vocab, str]:
     return loaded.tagger, loaded.vocab, resolved.store_tag or str(source)
 
 
-def load(source: str | os.PathLike, *, threads: int | None = None, batch_size: int = 64) -> Pipeline:
+def load(source: str | os.PathLike, *, threads: int | None = None, batch_size: int = 64,
+         backend: str = "fp32") -> Pipeline:
     """A :class:`Pipeline` for the model at ``source``. ``threads``: torch CPU threads (None: torch's default);
-    ``batch_size``: windows per forward pass."""
+    ``batch_size``: windows per forward pass; ``backend``: what computes the model (:mod:`tagger.backends`:
+    fp32, bf16, int8, onnx, onnx-int8)."""
     import torch
 
     if threads is not None:
         torch.set_num_threads(threads)
     model, vocab, name = load_model(source)
-    return Pipeline(model, vocab, name, batch_size=batch_size)
+    return Pipeline(model, vocab, name, batch_size=batch_size, backend=backend)

@@ -1,5 +1,6 @@
-"""Measure speed on this machine: ``python -m tagger.bench`` (``make bench``) writes
-``reports/bench.md`` and ``reports/bench.json``, every figure with the command that reproduces it.
+"""Measure speed on this machine: ``python -m tagger.bench`` (``make bench-families``) writes
+``reports/bench_families.md`` and ``.json``, every figure with the command that reproduces it.
+(``make bench``, :mod:`tagger.bench_backends`, compares the inference backends and a spaCy peer.)
 
 1. ``inference``: in-process tokens/s of each model family (window_fc, bilstm, self_attention; POS on
    EWT) at batch sizes 1, 32 and 256 with 2 threads, on the torch and ONNX Runtime backends
@@ -207,7 +208,7 @@ def flops_per_token(tagger, vocab, sentences: list[list[str]], batch_size: int) 
 
 # -- 1. in-process inference -------------------------------------------------------------------
 def bench_inference(args, extra_roots: list[Path], peak_gflops: float) -> tuple[list[dict], list[dict]]:
-    from tagger.export import ExportError, OnnxBackend, export_onnx
+    from tagger.backends import BackendError, make_backend
     from tagger.inference import Predictor
 
     torch.set_num_threads(args.threads)
@@ -216,10 +217,11 @@ def bench_inference(args, extra_roots: list[Path], peak_gflops: float) -> tuple[
     for family in args.families:
         tagger, vocab, source = load_family(family, args.data_dir, extra_roots)
         backends: dict[str, Any] = {"torch": None}
+        info: dict[str, Any] = {}
         try:
-            data, info = export_onnx(tagger, vocab)
-            backends["onnx"] = OnnxBackend(data, threads=args.threads)
-        except ExportError as e:
+            backends["onnx"] = make_backend(tagger, vocab, "onnx", threads=args.threads)
+            info = backends["onnx"].export_info
+        except BackendError as e:
             print(f"[bench] {family}: no ONNX backend: {e}", file=sys.stderr)
             info = {"error": str(e)}
         for batch_size in args.batch_sizes:
@@ -320,7 +322,7 @@ def bench_http(args, work: Path, extra_roots: list[Path]) -> dict[str, Any]:
 
     with running_service(run, work, args.threads, log_path) as (base, pid, env):
         url = base + "/tag"
-        serve = f"TAGGER_MODEL=tagger-bench:latest TAGGER_TORCH_THREADS={args.threads} bentoml serve serve.service:Tagger"
+        serve = f"TAGGER_MODEL=tagger-bench:latest TAGGER_TORCH_THREADS={args.threads} bentoml serve serve.service:TaggingService"
         run_load(url, 4, min(5.0, args.http_duration), sentences)  # warm-up: first batches, allocator, keep-alive
         for per_request in args.http_sentences:
             for clients in args.clients:
@@ -406,7 +408,7 @@ def render(results: dict[str, Any]) -> str:
                   f"(CPU busy before a section up to {max((s.get('cpu_busy') or 0) for s in busy):.0%}, "
                   f"load average up to {max(s['loadavg_1m'] for s in busy)}, up to "
                   f"{max(s['other_training_processes'] for s in busy)} other `tagger.train` processes): these figures "
-                  "are lower bounds; rerun `make bench` on an idle machine before quoting them."]
+                  "are lower bounds; rerun `make bench-families` on an idle machine before quoting them."]
     if results.get("quick"):
         lines += ["", "> `--quick` run: every step shortened to seconds. A smoke test of the bench, not figures to quote."]
     if results.get("targets"):
@@ -491,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=list(BATCH_SIZES))
     parser.add_argument("--threads", type=int, default=THREADS)
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("TAGGER_DATA_DIR", "data")))
-    parser.add_argument("--out", type=Path, default=REPO / "reports", help="writes bench.md and bench.json here")
+    parser.add_argument("--out", type=Path, default=REPO / "reports", help="writes bench_families.md and .json here")
     parser.add_argument("--quick", action="store_true", help="seconds per step: checks the bench runs, not figures")
     parser.add_argument("--fma-units", type=int, default=2, help="FMA units per core for the fp32 peak (default 2)")
     args = parser.parse_args(argv)
@@ -519,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch.__version__, "onnxruntime": onnxruntime.__version__, "python": platform.python_version(),
         "cpu": cpu, "quick": quick, "machine_state_samples": [],  # one per section, taken just before it
     }
-    out_json = args.out / "bench.json"
+    out_json = args.out / "bench_families.json"
     if out_json.is_file():  # a partial rerun (--only) keeps the other sections' last figures
         previous = json.loads(out_json.read_text())
         owner = {"comparison_training": "training", "inference_latency": "inference"}
@@ -543,8 +545,8 @@ def main(argv: list[str] | None = None) -> int:
     results["targets"] = check_targets(results)
     args.out.mkdir(parents=True, exist_ok=True)
     write_text(out_json, json.dumps(results, indent=2))
-    write_text(args.out / "bench.md", render(results))
-    print(json.dumps({"report": str(args.out / "bench.md"), "targets": results["targets"]}, indent=1))
+    write_text(args.out / "bench_families.md", render(results))
+    print(json.dumps({"report": str(args.out / "bench_families.md"), "targets": results["targets"]}, indent=1))
     return 0
 
 

@@ -6,13 +6,7 @@ and checks that ONNX Runtime computes what torch computes on probe batches of ot
 one it was traced with. The tag head (softmax, or CRF Viterbi + marginals) stays in torch: it is a
 few per-token operations, and the CRF's loop over positions is clearer there than in a graph.
 
-In a service::
-
-    predictor = fast_predictor(tagger, vocab)              # ONNX Runtime when it exports and agrees
-    predictor.predict([["The", "cat", "sat", "."]])        # same API and results as Predictor
-
-``make bench`` measures both backends (``reports/bench.md``); ONNX Runtime is the faster one on every
-model family at batch 1, 32 and 256 on the 2-core CPU, hence the default.
+A predictor on ONNX Runtime (or another backend) comes from :func:`tagger.backends.make_predictor`.
 """
 from __future__ import annotations
 
@@ -32,7 +26,7 @@ import torch
 
 from tagger import runs
 from tagger.data.vocab import Vocab
-from tagger.inference import InferenceGraph, Predictor, encode_batch
+from tagger.inference import InferenceGraph, encode_batch
 from tagger.models.tagger import Tagger
 
 log = logging.getLogger(__name__)
@@ -181,28 +175,6 @@ def export_onnx(tagger: Tagger, vocab: Vocab) -> tuple[bytes, dict[str, Any]]:
         return data, {"exporter": exporter, "opset": OPSET, "max_abs_diff": diff, "bytes": len(data)}
     raise ExportError(f"{type(tagger.encoder).__name__}: no exporter produced a graph that agrees with torch: "
                       + "; ".join(errors))
-
-
-def fast_predictor(tagger: Tagger, vocab: Vocab, backend: str = "auto", threads: int | None = None,
-                   **predictor_kw: Any) -> Predictor:
-    """A Predictor on the fastest backend available: ``onnx`` (ExportError if it cannot), ``torch``,
-    or ``auto`` = ONNX Runtime if the export agrees with torch, else torch (logged)."""
-    if backend not in ("auto", "onnx", "torch"):
-        raise ValueError(f"backend must be auto|onnx|torch, got {backend!r}")
-    if backend == "torch":
-        return Predictor(tagger, vocab, **predictor_kw)
-    try:
-        import onnxruntime  # noqa: F401
-
-        data, info = export_onnx(tagger, vocab)
-        onnx = OnnxBackend(data, threads=threads)
-    except (ImportError, ExportError) as e:
-        if backend == "onnx":
-            raise ExportError(str(e)) from e
-        log.warning("serving with torch: ONNX Runtime backend unavailable (%s)", e)
-        return Predictor(tagger, vocab, **predictor_kw)
-    log.info("serving with ONNX Runtime (%s exporter, max |diff| %.2g vs torch)", info["exporter"], info["max_abs_diff"])
-    return Predictor(tagger, vocab, backend=onnx, **predictor_kw)
 
 
 def _default_out(arg: str, source: runs.Source) -> Path | None:

@@ -92,7 +92,7 @@ class InferenceGraph(nn.Module):
 
 
 # a backend maps encode_batch's tensors to the encoder output h (B,T,H): the InferenceGraph itself in
-# torch, or an exported copy of it (tagger.export.OnnxBackend)
+# torch fp32, or another way to compute it (tagger.backends)
 Backend = Callable[[dict[str, torch.Tensor]], torch.Tensor]
 
 
@@ -109,7 +109,7 @@ class Predictor:
         self.batch_size, self.max_word_chars = batch_size, max_word_chars
         self.graph = InferenceGraph(self.tagger).eval()
         self.backend: Backend = backend or (lambda b: self.graph(b["words"], b["types"], b["type_chars"], b["mask"]))
-        self.backend_name: str = getattr(backend, "name", type(backend).__name__) if backend else "torch"
+        self.backend_name: str = getattr(backend, "name", type(backend).__name__) if backend else "fp32"
         limit = tagger.max_len
         self.window = min(window or limit or 512, limit or 10**9)
         self.overlap = min(overlap, self.window // 4)

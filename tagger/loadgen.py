@@ -272,7 +272,7 @@ def running_service(run_dir: Path, work: Path, threads: int, log_path: Path) -> 
     port = free_port()
     bentoml = str(Path(sys.executable).with_name("bentoml"))
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([bentoml, "serve", "serve.service:Tagger", "--host", "127.0.0.1", "--port", str(port)],
+        proc = subprocess.Popen([bentoml, "serve", "serve.service:TaggingService", "--host", "127.0.0.1", "--port", str(port)],
                                 cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -1,7 +1,7 @@
 """``tagger serve [MODEL] [--host H] [--port P] [--name NAME]``: the HTTP service (``serve/service.py``) on a model.
 
 MODEL is a BentoML model-store tag (default ``tagger:latest``), or a run dir, ``best.json`` or ``.ckpt`` file,
-which is packaged into the store as a new version of NAME first. Runs ``bentoml serve serve.service:Tagger`` with
+which is packaged into the store as a new version of NAME first. Runs ``bentoml serve serve.service:TaggingService`` with
 ``TAGGER_MODEL`` set; the page is at ``http://HOST:PORT/ui``. Needs the ``serve`` extra.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 1
         print(f"packaged {args.model} as {tag}")
-    command = [sys.executable, "-m", "bentoml", "serve", "serve.service:Tagger", "--host", args.host,
+    command = [sys.executable, "-m", "bentoml", "serve", "serve.service:TaggingService", "--host", args.host,
                "--port", str(args.port)]
     return subprocess.call(command, env={**os.environ, "TAGGER_MODEL": tag})
 

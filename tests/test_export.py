@@ -18,7 +18,7 @@ from tests.conftest import compose
 
 onnxruntime = pytest.importorskip("onnxruntime")
 
-from tagger.export import ExportError, OnnxBackend, export_onnx, fast_predictor  # noqa: E402
+from tagger.export import ExportError, OnnxBackend, export_onnx  # noqa: E402
 
 SENTENCES = [
     ["the", "cat", "sees", "a", "tree"],
@@ -142,11 +142,3 @@ def test_truncated_or_foreign_onnx_file_is_a_clear_error(tiny_pos_run, tmp_path)
     r = subprocess.run([sys.executable, "-m", "tagger.export", str(tmp_path / "missing")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "not found" in r.stderr
-
-
-def test_fast_predictor_chooses_onnx_and_can_be_told_torch(tiny_pos_run):
-    loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
-    assert fast_predictor(loaded.tagger, loaded.vocab, threads=1).backend_name == "onnx"
-    assert fast_predictor(loaded.tagger, loaded.vocab, backend="torch").backend_name == "torch"
-    with pytest.raises(ValueError, match="backend"):
-        fast_predictor(loaded.tagger, loaded.vocab, backend="tensorrt")

@@ -30,3 +30,21 @@ def test_the_predictor_imports_neither_lightning_nor_hydra(tmp_path):
 @pytest.mark.parametrize("modules", ["tagger.package", "serve.service"])
 def test_loading_a_packaged_model_and_the_service_import_neither(modules, tmp_path):
     assert _imported_training_modules(modules, tmp_path) == []
+
+
+def test_serving_a_model_imports_neither(tiny_pos_run, tmp_path):
+    """What a service worker runs: import the service, load the packaged model, build its predictor on the
+    service's backend, tag a sentence; then neither Lightning nor Hydra is in sys.modules."""
+    from tests.serve.conftest import package_into
+
+    tag = package_into(tmp_path / "bentoml", tiny_pos_run, "tagger")
+    code = ("import sys, bentoml, serve.service as s; from tagger.package import load_packaged; "
+            "from tagger.backends import make_predictor; "
+            f"p = load_packaged(bentoml.models.get({tag!r})); "
+            "make_predictor(p.tagger, p.vocab, s.BACKEND).predict([['the', 'cat']]); "
+            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(TRAINING)!r}))")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "BENTOML_HOME": str(tmp_path / "bentoml"),
+           "BENTOML_DO_NOT_TRACK": "True", "TAGGER_MODEL": tag}
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert eval(r.stdout.strip().splitlines()[-1]) == []

@@ -254,12 +254,12 @@ SENTENCES = st.lists(st.lists(TOKEN, min_size=0, max_size=40), min_size=0, max_s
 
 @pytest.fixture(scope="module")
 def predictors(tiny_pos_run):
-    from tagger.export import fast_predictor
+    from tagger.backends import make_predictor
     from tagger.inference import Predictor
 
     loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
     return (Predictor(loaded.tagger, loaded.vocab, batch_size=4, window=16, overlap=4),
-            fast_predictor(loaded.tagger, loaded.vocab, threads=1, batch_size=4, window=16, overlap=4),
+            make_predictor(loaded.tagger, loaded.vocab, "onnx", threads=1, batch_size=4, window=16, overlap=4),
             loaded.vocab.labels)
 
 

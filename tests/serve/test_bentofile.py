@@ -29,3 +29,16 @@ def test_bento_installs_the_cpu_torch_wheel_at_the_pinned_version(tmp_path):
     assert torch.removeprefix("==").removesuffix("+cpu") == _pins(REPO / "constraints.txt")["torch"].removeprefix("==")
     install = (tmp_path / "env" / "python" / "install.sh").read_text()
     assert f"--extra-index-url {CPU_INDEX}" in install
+
+
+def test_bento_installs_what_serving_imports_and_no_training_stack():
+    from bentoml._internal.bento.build_config import BentoBuildConfig
+
+    from tagger.backends import DEFAULT_BACKEND
+
+    config = BentoBuildConfig.from_file(str(REPO / "bentofile.yaml"))
+    names = {Requirement(p).name.lower() for p in config.python.packages}
+    assert not names & {"pytorch-lightning", "lightning", "hydra-core"}
+    assert "spacy" in names  # texts are tokenised by tagger.tokenize
+    if DEFAULT_BACKEND.startswith("onnx"):
+        assert {"onnx", "onnxruntime"} <= names

@@ -130,7 +130,7 @@ def test_entity_spans_with_offsets_and_bioes(service_module):
 
 
 def _front(service_module, **metadata):
-    svc = service_module.Tagger.inner()
+    svc = service_module.TaggingService.inner.__new__(service_module.TaggingService.inner)
     svc._info = {"tag": "tagger:test", "metadata": {"task": "pos", "supports_attention": True, **metadata},
                  "config": {"model": {"_target_": "tagger.models.bilstm.BiLSTMEncoder"}}, "window": 512}
     return svc
@@ -139,14 +139,14 @@ def _front(service_module, **metadata):
 def test_attention_refused_for_models_without_attention(service_module):
     svc = _front(service_module, supports_attention=False)
     response = asyncio.run(svc.attention(tokens=["the", "cat"]))
-    assert response.status_code == 400
+    assert response.status_code == 404
     body = json.loads(response.body)
     assert "no attention weights" in body["error"] and "BiLSTMEncoder" in body["error"] and body["detail"][0]["loc"] == ["model"]
 
 
 def test_entities_refused_for_pos_models(service_module):
     response = asyncio.run(_front(service_module, task="pos").entities(texts=["The cat."]))
-    assert response.status_code == 400 and "NER model" in json.loads(response.body)["error"]
+    assert response.status_code == 404 and "NER model" in json.loads(response.body)["error"]
 
 
 def test_attention_limited_by_the_model_window(service_module):
@@ -167,7 +167,7 @@ def test_each_call_is_one_document_and_merged_calls_stay_apart(service_module, t
 
     tagger, vocab = _tagger(tmp_path, ["data=conll2003", "head=crf", "data.doc_window=16", *TINY_SA], task="ner")
     predictor = Predictor(tagger, vocab)
-    model = service_module.TaggerModel.inner.__new__(service_module.TaggerModel.inner)
+    model = service_module.TaggingService.inner.__new__(service_module.TaggingService.inner)
     model.predictor, model._calls = predictor, itertools.count()
     passes = []
     model.batcher = GreedyBatcher(model._tag_sentences, on_pass=passes.append)

@@ -169,7 +169,7 @@ def test_entities_of_an_ner_model(ner_server):
 
 def test_entities_refused_for_a_pos_model(pos_server):
     response = pos_server.post("/entities", json={"texts": ["The cat."]})
-    assert response.status_code == 400 and "NER model" in response.json()["error"]
+    assert response.status_code == 404 and "NER model" in response.json()["error"]
 
 
 def test_attention_weights(pos_server):
@@ -203,11 +203,12 @@ def test_attention_bad_requests(pos_server, body, words):
 def test_model_card_and_health(pos_server, tiny_pos_run):
     card = pos_server.get("/model").json()
     metrics = json.loads((tiny_pos_run / "metrics.json").read_text())
-    assert card["name"] == pos_server.model and card["task"] == "pos"
+    assert card["name"] == pos_server.model and card["task"] == "pos" and card["backend"] == "fp32"
     assert card["labels"] == sorted(card["labels"]) and "NOUN" in card["labels"]
     assert card["metrics"]["dev"]["acc"] == metrics["dev"]["acc"]
     assert card["config"]["model"]["_target_"].endswith("SelfAttentionEncoder")
-    assert card["limits"] == {"sentences": 64, "tokens": 5000, "body_bytes": 1_000_000, "attention_tokens": 200}
+    assert card["limits"] == {"sentences": 64, "tokens": 5000, "chars": 100_000, "body_bytes": 1_000_000,
+                             "attention_tokens": 200}
     for path in ("/livez", "/readyz", "/metrics"):
         assert pos_server.get(path).status_code == 200
     page = pos_server.get("/ui")

@@ -1,0 +1,128 @@
+"""Inference backends: what computes the encoder output ``h`` (B,T,H) of a batch for a :class:`Predictor`.
+
+``make_predictor(tagger, vocab, backend=...)`` is the one way to get a predictor on a backend:
+
+* ``fp32``: the :class:`~tagger.inference.InferenceGraph` in torch, float32 (the reference);
+* ``bf16``: the same graph under ``torch.autocast(bfloat16)``; offered only where the CPU computes bf16
+  natively (AVX512-BF16 or AMX), since emulated bf16 is slower than fp32;
+* ``int8``: a copy of the graph whose ``nn.Linear`` layers are dynamically quantized to int8
+  (``torch.ao.quantization.quantize_dynamic``: int8 weights, activations quantized with one scale per batch, so
+  a sentence's scores depend slightly on the sentences batched with it);
+* ``onnx``: the graph exported to ONNX (:func:`tagger.export.export_onnx`, checked against torch) and run by
+  ONNX Runtime with all graph optimisations;
+* ``onnx-int8``: that ONNX graph with its MatMul weights quantized to int8
+  (``onnxruntime.quantization.quantize_dynamic``).
+
+The tag head (softmax, or CRF Viterbi + marginals) always runs in torch fp32 on ``h``. ``make bench``
+(:mod:`tagger.bench_backends`) measures each backend's accuracy and speed; the service runs ``TAGGER_BACKEND``,
+default :data:`DEFAULT_BACKEND`.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from tagger.data.vocab import Vocab
+from tagger.inference import InferenceGraph, Predictor
+from tagger.models.tagger import Tagger
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("fp32", "bf16", "int8", "onnx", "onnx-int8")
+# the fastest backend within 0.05 accuracy points of fp32 on EWT dev (make bench: reports/bench.md)
+DEFAULT_BACKEND = "int8"
+
+
+class BackendError(ValueError):
+    """An unknown backend, or one this machine or model cannot run."""
+
+
+def bf16_native() -> bool:
+    """Whether the CPU has native bf16 arithmetic that oneDNN uses (AVX512-BF16 / AMX)."""
+    return torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+class TorchBackend:
+    """encode_batch's tensors -> h (B,T,H) float32, by a torch module with InferenceGraph's signature."""
+
+    def __init__(self, graph: nn.Module, name: str, autocast: torch.dtype | None = None):
+        self.graph, self.name, self.autocast = graph.eval(), name, autocast
+
+    def __call__(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        args = (batch["words"], batch["types"], batch["type_chars"], batch["mask"])
+        if self.autocast is None:
+            return self.graph(*args)
+        with torch.autocast("cpu", dtype=self.autocast):
+            return self.graph(*args).float()
+
+
+def _int8_graph(tagger: Tagger) -> nn.Module:
+    """A copy of the inference graph with int8 dynamically quantized Linear layers (the tagger is left as is)."""
+    graph = copy.deepcopy(InferenceGraph(tagger.eval())).eval()
+    return torch.ao.quantization.quantize_dynamic(graph, {nn.Linear}, dtype=torch.qint8)
+
+
+def _onnx_int8(data: bytes) -> bytes:
+    """The ONNX graph with int8 MatMul weights (ONNX Runtime's dynamic quantization)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory(prefix="tagger-onnx-") as tmp:
+        src, dst = Path(tmp) / "model.onnx", Path(tmp) / "model.int8.onnx"
+        src.write_bytes(data)
+        # MatMul only: the embedding tables (Gather) stay float, so rare words keep their exact vectors.
+        # The quantizer logs a generic pre-processing hint on the root logger at WARNING; keep it out.
+        root = logging.getLogger()
+        level, root.level = root.level, logging.ERROR
+        try:
+            quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"])
+        finally:
+            root.level = level
+        return dst.read_bytes()
+
+
+def check_backend(backend: str, what: str = "backend") -> None:
+    """BackendError naming ``what`` unless ``backend`` is known and this machine can run it."""
+    if backend not in BACKENDS:
+        raise BackendError(f"{what} must be one of {', '.join(BACKENDS)}; got {backend!r}")
+    if backend == "bf16" and not bf16_native():
+        raise BackendError(f"{what} 'bf16' needs a CPU with native bf16 (AVX512-BF16 or AMX); this one "
+                           f"({torch.backends.cpu.get_cpu_capability()}) would emulate it, slower than fp32")
+
+
+def make_backend(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: int | None = None):
+    """The backend named ``backend`` for this tagger (:data:`BACKENDS`); BackendError if it cannot run here."""
+    check_backend(backend)
+    if backend == "fp32":
+        return TorchBackend(InferenceGraph(tagger.eval()), "fp32")
+    if backend == "bf16":
+        return TorchBackend(InferenceGraph(tagger.eval()), "bf16", autocast=torch.bfloat16)
+    if backend == "int8":
+        return TorchBackend(_int8_graph(tagger), "int8")
+    try:
+        from tagger.export import ExportError, OnnxBackend, export_onnx
+    except ImportError as e:  # pragma: no cover - onnx/onnxruntime are dependencies of the serve extra
+        raise BackendError(f"backend {backend!r} needs onnx and onnxruntime: {e}") from e
+    try:
+        data, info = export_onnx(tagger, vocab)
+        if backend == "onnx-int8":
+            data = _onnx_int8(data)
+        runner = OnnxBackend(data, threads=threads)
+    except (ExportError, ImportError) as e:
+        raise BackendError(f"backend {backend!r}: {e}") from e
+    runner.name, runner.export_info = backend, info
+    log.info("backend %s: %s exporter, max |diff| %.2g vs torch before quantization", backend, info["exporter"],
+             info["max_abs_diff"])
+    return runner
+
+
+def make_predictor(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: int | None = None,
+                   **predictor_kw: Any) -> Predictor:
+    """A :class:`Predictor` on ``backend`` (:data:`BACKENDS`). ``threads``: ONNX Runtime intra-op threads
+    (default: torch's); ``predictor_kw``: batch_size, window, overlap, max_word_chars."""
+    return Predictor(tagger, vocab, backend=make_backend(tagger, vocab, backend, threads), **predictor_kw)

@@ -1,0 +1,83 @@
+"""Inference backends (tagger.backends): each gives the tags fp32 gives, on a test corpus, within a stated tolerance,
+for a tagger trained from scratch and one trained with pretrained vectors."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tagger.backends import BACKENDS, BackendError, bf16_native, make_predictor
+from tagger.checkpoint import load_checkpoint
+from tagger.data.readers import read_conllu
+from tests.conftest import train_tiny
+from tests.test_vectors import DIM, write_vectors
+
+# tokens of the test corpus whose tag may differ from fp32's: none for ONNX Runtime in float32 (the export is
+# checked to 1e-4), 1% for the reduced-precision backends; scores (probabilities) within these of fp32's
+MAX_TAG_CHANGES = {"fp32": 0.0, "onnx": 0.0, "bf16": 0.01, "int8": 0.01, "onnx-int8": 0.01}
+SCORE_ATOL = {"fp32": 1e-6, "onnx": 1e-4, "bf16": 0.05, "int8": 0.05, "onnx-int8": 0.05}
+
+
+@pytest.fixture(scope="module")
+def vectors_run(tmp_path_factory, tiny_data):
+    tmp = tmp_path_factory.mktemp("vectors_run")
+    vec = write_vectors(tmp / "v.txt")
+    return train_tiny(tmp / "run", tiny_data, [f"embedder.vectors={vec}", f"embedder.word_dim={DIM}",
+                                               "model=self_attention", "model.d_model=32", "model.heads=2",
+                                               "model.ffn_dim=32", "trainer.max_epochs=6"])
+
+
+@pytest.fixture(scope="module", params=["scratch", "vectors"])
+def model_and_corpus(request, tiny_pos_run, tiny_data):
+    run = tiny_pos_run if request.param == "scratch" else request.getfixturevalue("vectors_run")
+    loaded = load_checkpoint(run / "checkpoints" / "best.ckpt")
+    sentences = [s["tokens"] for s in read_conllu(tiny_data / "ud_english_ewt" / "en_ewt-ud-test.conllu")]
+    # words only the vectors know, and words nobody knows, in the same positions
+    sentences += [["the", "zebra", "sees", "a", "giraffe", "."], ["the", "okapi", "sees", "a", "quokka", "."]]
+    reference = make_predictor(loaded.tagger, loaded.vocab, "fp32").predict(sentences)
+    return loaded, sentences, reference
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backend_tags_as_fp32_does(model_and_corpus, backend):
+    loaded, sentences, reference = model_and_corpus
+    if backend == "bf16" and not bf16_native():
+        pytest.skip("this CPU has no native bf16")
+    predictor = make_predictor(loaded.tagger, loaded.vocab, backend, threads=1)
+    assert predictor.backend_name == backend
+    got = predictor.predict(sentences)
+    pairs = [(a, b) for s, r in zip(got, reference) for a, b in zip(s, r)]
+    assert [len(s) for s in got] == [len(s) for s in sentences]
+    changed = sum(a.tag != b.tag for a, b in pairs)
+    assert changed <= MAX_TAG_CHANGES[backend] * len(pairs), f"{changed} of {len(pairs)} tags differ from fp32"
+    assert max(abs(a.score - b.score) for a, b in pairs) <= SCORE_ATOL[backend]
+
+
+def test_quantized_copies_leave_the_model_float(model_and_corpus):
+    loaded, sentences, reference = model_and_corpus
+    make_predictor(loaded.tagger, loaded.vocab, "int8")
+    assert all(p.dtype == torch.float32 for p in loaded.tagger.parameters())
+    again = make_predictor(loaded.tagger, loaded.vocab, "fp32").predict(sentences)
+    assert [[t.score for t in s] for s in again] == [[t.score for t in s] for s in reference]
+
+
+def test_unknown_backend_is_named(tiny_pos_run):
+    loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
+    with pytest.raises(BackendError, match="one of fp32, bf16, int8, onnx, onnx-int8; got 'tensorrt'"):
+        make_predictor(loaded.tagger, loaded.vocab, "tensorrt")
+
+
+def test_bf16_refused_without_native_support(tiny_pos_run, monkeypatch):
+    import tagger.backends
+
+    loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
+    monkeypatch.setattr(tagger.backends, "bf16_native", lambda: False)
+    with pytest.raises(BackendError, match="native bf16"):
+        make_predictor(loaded.tagger, loaded.vocab, "bf16")
+
+
+def test_the_api_takes_a_backend(tiny_pos_run):
+    import tagger
+
+    nlp = tagger.load(tiny_pos_run, backend="onnx", threads=1)
+    assert nlp.predictor.backend_name == "onnx"
+    assert nlp("the cat sees a dog .")[0].tags == tagger.load(tiny_pos_run)("the cat sees a dog .")[0].tags

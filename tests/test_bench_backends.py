@@ -1,0 +1,24 @@
+"""make bench's backend comparison runs end to end on a tiny model (its figures mean nothing at this size)."""
+from __future__ import annotations
+
+import json
+
+from tagger.backends import BACKENDS, bf16_native
+from tagger.bench_backends import check_targets, main
+
+
+def test_bench_writes_every_backend_and_picks_one_within_the_accuracy_rule(tiny_pos_run, tiny_data, tmp_path):
+    assert main([str(tiny_pos_run), "--data-dir", str(tiny_data), "--out", str(tmp_path), "--quick",
+                 "--repeats", "1", "--no-peer"]) == 0
+    res = json.loads((tmp_path / "bench.json").read_text())
+    ran = {r["backend"]: r for r in res["backends"] if "error" not in r}
+    assert set(ran) == set(BACKENDS) - (set() if bf16_native() else {"bf16"})
+    chosen = ran[res["chosen_default"]]
+    assert chosen["dev_acc"] >= ran["fp32"]["dev_acc"] - res["max_accuracy_loss"]
+    assert all(chosen["tokens_per_s"] >= r["tokens_per_s"] for r in ran.values()
+               if r["dev_acc"] >= ran["fp32"]["dev_acc"] - res["max_accuracy_loss"])
+    report = (tmp_path / "bench.md").read_text()
+    assert all(f"| {name} |" in report for name in ran) and str(tmp_path) not in report
+    # without the peers and the HTTP section, only the in-process target is checked
+    assert [t["target"] for t in check_targets(res)][:1] == [
+        "in-process tokens/s of the default backend (within 0.05 accuracy points of fp32)"]
