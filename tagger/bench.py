@@ -285,7 +285,9 @@ def bench_training(args, work: Path) -> list[dict[str, Any]]:
         if r.returncode != 0:
             raise RuntimeError(f"training {family} failed ({r.returncode}):\n{r.stderr[-3000:]}")
         m = json.loads((run_dir / "metrics.json").read_text())
-        shown = [PY, *cmd[1:-1], "hydra.run.dir=RUN_DIR"]
+        # no machine paths in the report: the corpus folder and the run dir are placeholders
+        shown = [PY, *(a if not a.startswith("data_dir=") else "data_dir=DATA_DIR" for a in cmd[1:-1]),
+                 "hydra.run.dir=RUN_DIR"]
         rows.append({
             "family": family, "threads": args.threads, "tokens_per_s": m["train_tokens_per_s"],
             "train_tokens": m["train_tokens"], "train_seconds": m["train_seconds"],
