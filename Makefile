@@ -28,7 +28,7 @@ data:
 setup: $(STAMP) data
 
 train: setup
-	$(PY) -m tagger.train $(ARGS)
+	$(PY) -m tagger.train experiment=pos $(ARGS)
 
 test: setup
 	$(PY) -m pytest -m "not slow" -q $(ARGS)

@@ -114,9 +114,11 @@ def test_auxiliary_objective_bad_value_names_the_key(tmp_path, tiny_data):
                                  "callbacks.early_stopping.patience=6", "aux=adversarial", "aux.epsilon=0.02"]),
     ("pos_self_attention_best", ["experiment=compare_pos", "model=self_attention", "trainer.max_epochs=25",
                                  "callbacks.early_stopping.patience=6", "aux=adversarial", "aux.epsilon=0.02"]),
+    ("ner", ["experiment=compare_ner", "model=self_attention_ner", "embedder=glove"]),
+    ("pos", ["experiment=compare_pos", "model=self_attention", "embedder=glove"]),
 ])
 def test_best_recipe_is_the_configuration_its_results_were_trained_with(tmp_path, tiny_data, recipe, overrides):
-    """experiment=<task>_self_attention_best is shorthand for the overrides its results were run with."""
+    """A named experiment is shorthand for the overrides its results were run with."""
     from omegaconf import OmegaConf
 
     def plain(overrides):
@@ -127,4 +129,7 @@ def test_best_recipe_is_the_configuration_its_results_were_trained_with(tmp_path
 
     composed = plain([f"experiment={recipe}"])
     assert composed == plain(overrides)
-    assert composed["aux"]["_target_"].endswith("Adversarial") and composed["aux"]["epsilon"] == 0.02
+    if recipe.endswith("_best"):
+        assert composed["aux"]["_target_"].endswith("Adversarial") and composed["aux"]["epsilon"] == 0.02
+    else:  # the defaults chosen across corpora use the vectors
+        assert composed["embedder"]["vectors"] == "glove-6b-50d" and composed["embedder"]["word_dim"] == 50
