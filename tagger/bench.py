@@ -39,7 +39,9 @@ import torch  # noqa: E402
 
 from tagger.fileio import write_text  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+# the folder the bench runs from (the checkout, under make bench): runs, corpora and reports are found and
+# written relative to it, as tagger.train does, never inside an installed package
+REPO = Path.cwd()
 FAMILIES = ("window_fc", "bilstm", "self_attention")
 BATCH_SIZES = (1, 32, 256)
 THREADS = 2

