@@ -80,7 +80,7 @@ cross-corpus: setup
 
 report-cross-corpus: setup
 	for d in btc wikigold conll2003 ud_ewt; do \
-	  $(PY) -m tagger.report multirun/cross_corpus/$$d --out reports/cross_corpus/$$d --title "$$d: window_fc, BiLSTM and self-attention, from scratch and with GloVe 6B 50d vectors (make cross-corpus)" $(ARGS) || exit 1; done
+	  $(PY) -m tagger.report multirun/cross_corpus/$$d --out reports/cross_corpus/$$d --title "$$d: the window_fc, BiLSTM and self-attention runs of make cross-corpus" $(ARGS) || exit 1; done
 	$(PY) -m tagger.results multirun/cross_corpus/btc/*-default_seed* multirun/cross_corpus/wikigold/*-default_seed* --variant "$(CC_SCRATCH)"
 	$(PY) -m tagger.results multirun/cross_corpus/*/*-glove_seed* --variant "$(CC_GLOVE)"
 	$(PY) -m tagger.results --compare reports/cross_corpus/README.md --title "Across corpora: from scratch and with GloVe 6B 50d vectors (make cross-corpus)" \
