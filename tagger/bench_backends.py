@@ -203,7 +203,7 @@ def bench(args) -> dict[str, Any]:
             "http": bench_http(source.run_dir, args) if args.http and source.run_dir else None}
 
 
-# the serving issue's targets: (what, figure in the results, at least / at most, value)
+# the serving targets the bench checks: (what, figure in the results, at least / at most, value)
 TARGETS = [
     ("in-process tokens/s of the default backend (within 0.05 accuracy points of fp32)",
      lambda r: next(b["tokens_per_s"] for b in r["backends"] if b["backend"] == r["chosen_default"]), ">=", 200_000),
