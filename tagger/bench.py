@@ -49,6 +49,22 @@ PY = "python"  # how commands are written in the report (the venv's python when 
 
 
 # -- the machine -------------------------------------------------------------------------------
+def read_cpuinfo() -> dict[str, Any]:
+    """The first CPU's fields of ``/proc/cpuinfo`` that the benches report: model name, cpu family, cpu MHz (each
+    None where absent) and the flags (empty where absent, e.g. off Linux)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        text = ""
+
+    def field(name: str) -> str | None:
+        found = re.search(rf"^{name}\s*:\s*(.*)$", text, re.M)
+        return found.group(1).strip() if found else None
+
+    return {"model": field("model name"), "family": field("cpu family"), "mhz": field("cpu MHz"),
+            "flags": set((field("flags") or "").split())}
+
+
 def cpu_info(fma_units: int = 2) -> dict[str, Any]:
     """Cores, clock, SIMD width and the fp32 peak = cores x GHz x FLOPs/cycle.
 
@@ -56,16 +72,10 @@ def cpu_info(fma_units: int = 2) -> dict[str, Any]:
     lanes (32 FLOPs per FMA unit), AVX2 8 (16). ``fma_units`` is not visible from inside a VM:
     2 is right for Zen 4/5 and for Intel server cores with two 512-bit FMA ports.
     """
-    flags, model, mhz = set(), platform.processor() or "unknown", None
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-        flags = set(re.search(r"^flags\s*:\s*(.*)$", text, re.M).group(1).split())
-        model = re.search(r"^model name\s*:\s*(.*)$", text, re.M).group(1).strip()
-        family = re.search(r"^cpu family\s*:\s*(\d+)", text, re.M)
-        model += f" (family {family.group(1)})" if family else ""
-        mhz = float(re.search(r"^cpu MHz\s*:\s*([\d.]+)", text, re.M).group(1))
-    except (OSError, AttributeError):
-        pass
+    info = read_cpuinfo()
+    flags, model = info["flags"], info["model"] or platform.processor() or "unknown"
+    model += f" (family {info['family']})" if info["model"] and info["family"] else ""
+    mhz = float(info["mhz"]) if info["mhz"] else None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     simd = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "sse"
     lanes = {"avx512": 16, "avx2": 8, "sse": 4}[simd]
@@ -219,7 +229,6 @@ def bench_inference(args, extra_roots: list[Path], peak_gflops: float) -> tuple[
     for family in args.families:
         tagger, vocab, source = load_family(family, args.data_dir, extra_roots)
         backends: dict[str, Any] = {"torch": None}
-        info: dict[str, Any] = {}
         try:
             backends["onnx"] = make_backend(tagger, vocab, "onnx", threads=args.threads)
             info = backends["onnx"].export_info

@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import statistics
 import sys
 import time
@@ -42,13 +41,11 @@ COMMAND = "python -m tagger.bench_backends RUN"  # make bench RUN=...
 def cpu() -> dict[str, Any]:
     """The CPU model, the SIMD flags that decide which kernels run, and what torch makes of them."""
     from tagger.backends import bf16_native
+    from tagger.bench import read_cpuinfo
 
-    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model = re.search(r"^model name\s*:\s*(.*)$", text, re.M)
-    flags = re.search(r"^flags\s*:\s*(.*)$", text, re.M)
-    have = set(flags.group(1).split()) if flags else set()
-    return {"model": model.group(1).strip() if model else platform.processor(), "logical_cpus": os.cpu_count(),
-            "flags": [f for f in CPU_FLAGS if f in have], "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    info = read_cpuinfo()
+    return {"model": info["model"] or platform.processor(), "logical_cpus": os.cpu_count(),
+            "flags": [f for f in CPU_FLAGS if f in info["flags"]], "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "bf16_native": bf16_native(), "torch": torch.__version__, "python": platform.python_version()}
 
 
