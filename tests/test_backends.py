@@ -17,18 +17,29 @@ MAX_TAG_CHANGES = {"fp32": 0.0, "onnx": 0.0, "bf16": 0.01, "int8": 0.01, "onnx-i
 SCORE_ATOL = {"fp32": 1e-6, "onnx": 1e-4, "bf16": 0.05, "int8": 0.05, "onnx-int8": 0.05}
 
 
-@pytest.fixture(scope="module")
-def vectors_run(tmp_path_factory, tiny_data):
-    tmp = tmp_path_factory.mktemp("vectors_run")
+def train_with_vectors(tmp_path_factory, tiny_data, finetune: str):
+    tmp = tmp_path_factory.mktemp(f"vectors_{finetune}")
     vec = write_vectors(tmp / "v.txt")
     return train_tiny(tmp / "run", tiny_data, [f"embedder.vectors={vec}", f"embedder.word_dim={DIM}",
+                                               f"embedder.finetune_vectors={finetune}",
                                                "model=self_attention", "model.d_model=32", "model.heads=2",
                                                "model.ffn_dim=32", "trainer.max_epochs=6"])
 
 
-@pytest.fixture(scope="module", params=["scratch", "vectors"])
+@pytest.fixture(scope="module")
+def vectors_run(tmp_path_factory, tiny_data):
+    return train_with_vectors(tmp_path_factory, tiny_data, "train_words")
+
+
+@pytest.fixture(scope="module")
+def frozen_vectors_run(tmp_path_factory, tiny_data):
+    """every vector row fixed (embedder.finetune_vectors=none): the lookup reads a found-mask buffer too"""
+    return train_with_vectors(tmp_path_factory, tiny_data, "none")
+
+
+@pytest.fixture(scope="module", params=["scratch", "vectors", "frozen_vectors"])
 def model_and_corpus(request, tiny_pos_run, tiny_data):
-    run = tiny_pos_run if request.param == "scratch" else request.getfixturevalue("vectors_run")
+    run = tiny_pos_run if request.param == "scratch" else request.getfixturevalue(f"{request.param}_run")
     loaded = load_checkpoint(run / "checkpoints" / "best.ckpt")
     sentences = [s["tokens"] for s in read_conllu(tiny_data / "ud_english_ewt" / "en_ewt-ud-test.conllu")]
     # words only the vectors know, and words nobody knows, in the same positions

@@ -80,7 +80,7 @@ def test_embedder_dimension_mismatch_names_the_config_key(tmp_path, tiny_data):
                                                  "+trainer.fast_dev_run=true"])
 
 
-@pytest.mark.parametrize("finetune", ["train_words", "all"])
+@pytest.mark.parametrize("finetune", ["train_words", "all", "none"])
 def test_a_word_only_the_vectors_know_reaches_the_model_through_its_vector(tmp_path, tiny_data, finetune):
     from tagger.checkpoint import load_checkpoint
     from tagger.inference import Predictor
@@ -97,12 +97,18 @@ def test_a_word_only_the_vectors_know_reaches_the_model_through_its_vector(tmp_p
     assert zebra >= vocab.num_trained and vocab.vectors == str(vec_path)
     ids = torch.tensor([[zebra, vocab.word_id("giraffe")]])
     want = torch.from_numpy(vectors.table[[4, 5]])[None]  # (1,2,DIM)
-    # train_words: vector words keep their rows as read (stored in float16); all: they trained only through decay
-    tol = 2e-3 if finetune == "train_words" else 0.05
+    # train_words, none: vector words keep their rows as read (stored in float16); all: they trained only through decay
+    tol = 0.05 if finetune == "all" else 2e-3
     assert torch.allclose(emb.lookup(ids), want, atol=tol)
     assert (emb.fixed_vectors is None) == (finetune == "all")
     trained = sum(p.numel() for p in loaded.tagger.embedder.word.parameters())
-    assert trained == (vocab.num_trained if finetune == "train_words" else len(vocab.words)) * DIM
+    assert trained == (len(vocab.words) if finetune == "all" else vocab.num_trained) * DIM
+    # a training word that has a vector: trained away from it, except with none
+    cat = vocab.word_id("cat")
+    assert cat < vocab.num_trained
+    cat_as_read = torch.allclose(emb.lookup(torch.tensor([[cat]]))[0, 0],
+                                 torch.from_numpy(vectors.table[vectors.find("cat")]), atol=2e-3)
+    assert cat_as_read == (finetune == "none")
     # prediction: the word changes the tags' scores the way its vector does (it is not UNK)
     pred = Predictor(loaded.tagger, loaded.vocab)
     with_vector = pred.predict([["the", "zebra", "sees", "a", "cat"]])[0]

@@ -74,7 +74,7 @@ class Casing(nn.Module):
         return self.embed(self.classes(chars))
 
 
-FINETUNE = ("train_words", "all")
+FINETUNE = ("train_words", "all", "none")
 
 
 class Embedder(nn.Module):
@@ -92,7 +92,9 @@ class Embedder(nn.Module):
     Ids below ``trained_words`` are training words, the rest vector words (``Vocab.num_trained``).
     ``finetune_vectors="train_words"`` trains the rows of training words and keeps the vector words' rows as
     read, in a float16 buffer that the checkpoint carries (unseen words keep the meaning the vectors gave them,
-    and the optimiser never touches the large table); ``"all"`` trains every row.
+    and the optimiser never touches the large table); ``"all"`` trains every row; ``"none"`` keeps every word
+    that has a vector as read and trains only the rows of training words without one (and UNK), so seen and
+    unseen words share one vector space.
     Rebuilding a saved model passes no rows: the state dict fills the table.
     """
 
@@ -129,6 +131,8 @@ class Embedder(nn.Module):
             raise ValueError(f"embedder.word_dim ({word_dim}) must equal the dimension of embedder.vectors "
                              f"({vectors}: {vector_rows.shape[-1]})")
         tuned = num_words if not vectors or finetune_vectors == "all" or trained_words is None else trained_words
+        # fixed rows: ids >= fixed_start read fixed_vectors; with "none" also the training words that have a vector
+        self.fixed_start = 0 if tuned < num_words and finetune_vectors == "none" else tuned
         self.word = nn.Embedding(tuned, word_dim, padding_idx=PAD_ID) if word_dim > 0 else None
         self.char = CharCNN(num_chars, char_dim, char_filters, char_kernel) if char_filters > 0 else None
         if self.word is None and self.char is None:
@@ -139,9 +143,12 @@ class Embedder(nn.Module):
                 bound = (3.0 / emb.embedding_dim) ** 0.5
                 nn.init.uniform_(emb.weight, -bound, bound)
                 emb.weight.data[PAD_ID].zero_()
-        # vector words kept as read (finetune_vectors=train_words): (num_words - tuned, word_dim) float16
-        self.register_buffer("fixed_vectors", torch.zeros(num_words - tuned, max(word_dim, 0), dtype=torch.float16)
-                             if tuned < num_words else None)
+        # vector rows kept as read: (num_words - fixed_start, word_dim) float16
+        self.register_buffer("fixed_vectors", torch.zeros(num_words - self.fixed_start, max(word_dim, 0),
+                                                          dtype=torch.float16) if tuned < num_words else None)
+        # finetune_vectors=none: which words read their fixed row (num_words,) bool; the state dict carries it
+        self.register_buffer("fixed_found", torch.zeros(num_words, dtype=torch.bool)
+                             if self.fixed_start < tuned else None)
         if vector_rows is not None:
             self._init_from_vectors(vector_rows, vector_found, tuned)
         self.dropout = nn.Dropout(dropout)
@@ -172,18 +179,22 @@ class Embedder(nn.Module):
         table = self.word.weight  # (tuned, word_dim)
         table[found[:tuned]] = rows[:tuned][found[:tuned]].to(table.dtype)
         if self.fixed_vectors is not None:
-            self.fixed_vectors.copy_(rows[tuned:].to(torch.float16))
+            self.fixed_vectors.copy_(rows[self.fixed_start:].to(torch.float16))
+        if self.fixed_found is not None:
+            self.fixed_found.copy_(found)
         log.info("pretrained vectors: %d of %d vocabulary words have one (%d trained rows)",
                  int(found.sum()), rows.shape[0], tuned)
 
     def lookup(self, words: torch.Tensor) -> torch.Tensor:
-        """Word ids (B,T) -> word vectors (B,T,word_dim): trained rows, then the fixed vector rows past them."""
+        """Word ids (B,T) -> word vectors (B,T,word_dim): trained rows, and the fixed vector rows past them (with
+        finetune_vectors=none, also below them for the words that have a vector)."""
         if self.fixed_vectors is None:
             return self.word(words)
         n = self.word.num_embeddings
         tuned = self.word(words.clamp(max=n - 1))  # (B,T,word_dim)
-        fixed = self.fixed_vectors[(words - n).clamp(min=0)].to(tuned.dtype)  # (B,T,word_dim)
-        return torch.where((words < n).unsqueeze(-1), tuned, fixed)
+        fixed = self.fixed_vectors[(words - self.fixed_start).clamp(min=0)].to(tuned.dtype)  # (B,T,word_dim)
+        use_fixed = words >= n if self.fixed_found is None else self.fixed_found[words]  # (B,T)
+        return torch.where(use_fixed.unsqueeze(-1), fixed, tuned)
 
     def forward(self, words: torch.Tensor, chars: torch.Tensor) -> torch.Tensor:
         feats = []
