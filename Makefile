@@ -111,8 +111,13 @@ serve: setup
 # make fuzz / make soak serve a trained run (RUN=run_dir, default: a comparison run) on a free port.
 .PHONY: fuzz kill-resume soak bench-families
 
-bench: setup data
+# the bench extra (spaCy's en_core_web_sm, py-spy), installed once per change of the dependencies
+BENCH_STAMP := $(VENV)/.bench-installed-stamp
+$(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[bench]'
+	touch $@
+
+bench: setup data $(BENCH_STAMP)
 	$(PY) -m tagger.bench_backends $(RUN) $(BENCH_ARGS)
 
 bench-families: setup data

@@ -38,10 +38,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from tagger.fileio import write_text  # noqa: E402
+from tagger.loadgen import load_sentences  # noqa: E402
 
 # the folder the bench runs from (the checkout, under make bench): runs, corpora and reports are found and
 # written relative to it, as tagger.train does, never inside an installed package
-REPO = Path.cwd()
+WORK = Path.cwd()
 FAMILIES = ("window_fc", "bilstm", "self_attention")
 BATCH_SIZES = (1, 32, 256)
 THREADS = 2
@@ -107,32 +108,34 @@ def cpu_busy_fraction(seconds: float = 2.0) -> float | None:
     return round(1 - (idle1 - idle0) / max(total1 - total0, 1), 3)
 
 
+def running_trainings() -> int:
+    """``tagger.train`` / ``tagger train`` processes on this machine that run (a stopped one shares no CPU)."""
+    import psutil
+
+    count = 0
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        argv = proc.info["cmdline"] or []
+        training = argv[1:3] == ["-m", "tagger.train"] or (argv[1:2] and argv[1].endswith("/tagger") and argv[2:3] == ["train"])
+        if training and proc.info["status"] not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE):
+            count += 1
+    return count
+
+
 def machine_state() -> dict[str, Any]:
     """Other training processes and how busy the CPU is now: a benchmark on a busy machine is not quotable."""
-    others = []
-    try:
-        r = subprocess.run(["pgrep", "-af", "tagger.train"], capture_output=True, text=True, timeout=5)
-        others = [line for line in r.stdout.splitlines() if str(os.getpid()) not in line.split()[:1]]
-    except (OSError, subprocess.TimeoutExpired):
-        pass
+    others = running_trainings()
     load = os.getloadavg()
     busy = cpu_busy_fraction()
     calm = busy < 0.25 if busy is not None else load[0] < 0.5 * (os.cpu_count() or 1) + 0.5
-    return {"loadavg_1m": round(load[0], 2), "cpu_busy": busy, "other_training_processes": len(others),
+    return {"loadavg_1m": round(load[0], 2), "cpu_busy": busy, "other_training_processes": others,
             "quiet": not others and calm}
 
 
 # -- models and data ---------------------------------------------------------------------------
-def ewt_test(data_dir: Path) -> list[list[str]]:
-    from tagger.loadgen import load_sentences
-
-    return load_sentences(data_dir)
-
-
 def trained_run(family: str, extra_roots: list[Path]) -> Path | None:
     """A finished run dir of this family: the comparison runs first, then the bench's own training."""
     # make compare-pos writes the baselines to compare_pos and the self-attention runs to compare_pos_sa
-    candidates = sorted((REPO / "multirun").glob(f"compare_pos*/{family}_seed*")) + \
+    candidates = sorted((WORK / "multirun").glob(f"compare_pos*/{family}_seed*")) + \
         [r / f"train_{family}" for r in extra_roots]
     from tagger.runs import is_trained
 
@@ -147,7 +150,7 @@ def load_family(family: str, data_dir: Path, extra_roots: list[Path]):
     run = trained_run(family, extra_roots)
     if run is not None:
         loaded = runs.load(run)
-        return loaded.tagger, loaded.vocab, str(run.relative_to(REPO) if run.is_relative_to(REPO) else run)
+        return loaded.tagger, loaded.vocab, str(run.relative_to(WORK) if run.is_relative_to(WORK) else run)
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
@@ -224,7 +227,7 @@ def bench_inference(args, extra_roots: list[Path], peak_gflops: float) -> tuple[
     from tagger.inference import Predictor
 
     torch.set_num_threads(args.threads)
-    sentences = ewt_test(args.data_dir)
+    sentences = load_sentences(args.data_dir)
     rows, latency = [], []
     for family in args.families:
         tagger, vocab, source = load_family(family, args.data_dir, extra_roots)
@@ -292,7 +295,7 @@ def bench_training(args, work: Path) -> list[dict[str, Any]]:
         run_dir = work / f"train_{family}"
         cmd = train_command(family, run_dir, args)
         started = time.perf_counter()
-        r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=args.train_timeout)
+        r = subprocess.run(cmd, cwd=WORK, capture_output=True, text=True, timeout=args.train_timeout)
         if r.returncode != 0:
             raise RuntimeError(f"training {family} failed ({r.returncode}):\n{r.stderr[-3000:]}")
         m = json.loads((run_dir / "metrics.json").read_text())
@@ -313,9 +316,9 @@ def bench_training(args, work: Path) -> list[dict[str, Any]]:
 def comparison_training_speeds() -> list[dict[str, Any]]:
     """train_tokens_per_s of the finished comparison runs (1 thread each, two sweeps sharing the CPU)."""
     out = []
-    for m in sorted((REPO / "multirun").glob("compare_*/*/metrics.json")):
+    for m in sorted((WORK / "multirun").glob("compare_*/*/metrics.json")):
         d = json.loads(m.read_text())
-        out.append({"run": str(m.parent.relative_to(REPO)), "tokens_per_s": d.get("train_tokens_per_s"),
+        out.append({"run": str(m.parent.relative_to(WORK)), "tokens_per_s": d.get("train_tokens_per_s"),
                     "threads": d.get("threads"), "command": d.get("command")})
     return out
 
@@ -328,8 +331,8 @@ def bench_http(args, work: Path, extra_roots: list[Path]) -> dict[str, Any]:
     run = trained_run(family, extra_roots)
     if run is None:
         raise RuntimeError("no trained self_attention run to serve (run the training section first)")
-    sentences = ewt_test(args.data_dir)
-    out: dict[str, Any] = {"model": str(run.relative_to(REPO) if run.is_relative_to(REPO) else run), "load": []}
+    sentences = load_sentences(args.data_dir)
+    out: dict[str, Any] = {"model": str(run.relative_to(WORK) if run.is_relative_to(WORK) else run), "load": []}
     log_path = work / "service.log"
     from tagger.loadgen import running_service
 
@@ -506,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=list(BATCH_SIZES))
     parser.add_argument("--threads", type=int, default=THREADS)
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("TAGGER_DATA_DIR", "data")))
-    parser.add_argument("--out", type=Path, default=REPO / "reports", help="writes bench_families.md and .json here")
+    parser.add_argument("--out", type=Path, default=WORK / "reports", help="writes bench_families.md and .json here")
     parser.add_argument("--quick", action="store_true", help="seconds per step: checks the bench runs, not figures")
     parser.add_argument("--fma-units", type=int, default=2, help="FMA units per core for the fp32 peak (default 2)")
     args = parser.parse_args(argv)

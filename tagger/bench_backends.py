@@ -49,26 +49,6 @@ def cpu() -> dict[str, Any]:
             "bf16_native": bf16_native(), "torch": torch.__version__, "python": platform.python_version()}
 
 
-def busy_trainings() -> int:
-    """``tagger.train`` processes on this machine that are not stopped (they would share the CPU with the bench)."""
-    import psutil
-
-    count = 0
-    for proc in psutil.process_iter(["cmdline", "status"]):
-        argv = proc.info["cmdline"] or []
-        training = argv[1:3] == ["-m", "tagger.train"] or (argv[1:2] and argv[1].endswith("/tagger") and argv[2:3] == ["train"])
-        if training and proc.info["status"] not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE):
-            count += 1
-    return count
-
-
-def ewt(data_dir: Path, split: str) -> tuple[list[list[str]], list[list[str]]]:
-    from tagger.data.readers import read_conllu
-
-    sents = read_conllu(data_dir / "ud_english_ewt" / f"en_ewt-ud-{split}.conllu")
-    return [s["tokens"] for s in sents], [s["tags"] for s in sents]
-
-
 def accuracy(predicted: list[list[str]], gold: list[list[str]]) -> float:
     pairs = [(p, g) for ps, gs in zip(predicted, gold) for p, g in zip(ps, gs)]
     return round(100 * sum(p == g for p, g in pairs) / len(pairs), 2)
@@ -146,8 +126,10 @@ def bench(args) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     source = resolve(args.run)
     loaded = load(source)
-    dev, dev_gold = ewt(args.data_dir, "dev")
-    test, test_gold = ewt(args.data_dir, "test")
+    from tagger.loadgen import ewt_split
+
+    dev, dev_gold = ewt_split(args.data_dir, "dev")
+    test, test_gold = ewt_split(args.data_dir, "test")
     if args.quick:
         dev, dev_gold, test, test_gold = dev[:300], dev_gold[:300], test[:300], test_gold[:300]
     n_test = sum(map(len, test))
@@ -302,9 +284,11 @@ def main(argv: list[str] | None = None) -> int:
         args.run = find_best("pos")
         if args.run is None:
             parser.error("no trained POS run found here: give RUN (make bench RUN=...)")
-    before = busy_trainings()
+    from tagger.bench import running_trainings
+
+    before = running_trainings()
     results = bench(args)
-    results["running_trainings"] = {"at_start": before, "at_end": busy_trainings()}
+    results["running_trainings"] = {"at_start": before, "at_end": running_trainings()}
     results["targets"] = check_targets(results)
     results["note"] = args.note
     args.out.mkdir(parents=True, exist_ok=True)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-EWT_TEST = "ud_english_ewt/en_ewt-ud-test.conllu"
+EWT_SPLIT = "ud_english_ewt/en_ewt-ud-{split}.conllu"
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -116,13 +116,19 @@ def tree_rss_mb(pid: int) -> float:
     return total / 2**20
 
 
-def load_sentences(data_dir: str | Path) -> list[list[str]]:
+def ewt_split(data_dir: str | Path, split: str = "test") -> tuple[list[list[str]], list[list[str]]]:
+    """The tokens and UPOS tags of one EWT split (the benches' text)."""
     from tagger.data.readers import read_conllu
 
-    path = Path(data_dir) / EWT_TEST
+    path = Path(data_dir) / EWT_SPLIT.format(split=split)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: the EWT test split (set --data-dir or TAGGER_DATA_DIR)")
-    return [s["tokens"] for s in read_conllu(path)]
+        raise FileNotFoundError(f"{path}: the EWT {split} split (set --data-dir or TAGGER_DATA_DIR)")
+    sents = read_conllu(path)
+    return [s["tokens"] for s in sents], [s["tags"] for s in sents]
+
+
+def load_sentences(data_dir: str | Path) -> list[list[str]]:
+    return ewt_split(data_dir, "test")[0]
 
 
 def payloads(sentences: list[list[str]], per_request: int, tokens: int | None = None) -> Iterator[list[list[str]]]:
