@@ -26,20 +26,11 @@ def train_with_vectors(tmp_path_factory, tiny_data, finetune: str):
                                                "model.ffn_dim=32", "trainer.max_epochs=6"])
 
 
-@pytest.fixture(scope="module")
-def vectors_run(tmp_path_factory, tiny_data):
-    return train_with_vectors(tmp_path_factory, tiny_data, "train_words")
-
-
-@pytest.fixture(scope="module")
-def frozen_vectors_run(tmp_path_factory, tiny_data):
-    """every vector row fixed (embedder.finetune_vectors=none): the lookup reads a found-mask buffer too"""
-    return train_with_vectors(tmp_path_factory, tiny_data, "none")
-
-
-@pytest.fixture(scope="module", params=["scratch", "vectors", "frozen_vectors"])
-def model_and_corpus(request, tiny_pos_run, tiny_data):
-    run = tiny_pos_run if request.param == "scratch" else request.getfixturevalue(f"{request.param}_run")
+# from scratch, and with vectors under each fine-tuning policy (none reads a found-mask buffer, concat doubles
+# the word vector)
+@pytest.fixture(scope="module", params=["scratch", "train_words", "none", "concat"])
+def model_and_corpus(request, tiny_pos_run, tiny_data, tmp_path_factory):
+    run = tiny_pos_run if request.param == "scratch" else train_with_vectors(tmp_path_factory, tiny_data, request.param)
     loaded = load_checkpoint(run / "checkpoints" / "best.ckpt")
     sentences = [s["tokens"] for s in read_conllu(tiny_data / "ud_english_ewt" / "en_ewt-ud-test.conllu")]
     # words only the vectors know, and words nobody knows, in the same positions
@@ -59,7 +50,9 @@ def test_backend_tags_as_fp32_does(model_and_corpus, backend):
     pairs = [(a, b) for s, r in zip(got, reference) for a, b in zip(s, r)]
     assert [len(s) for s in got] == [len(s) for s in sentences]
     changed = sum(a.tag != b.tag for a, b in pairs)
-    assert changed <= MAX_TAG_CHANGES[backend] * len(pairs), f"{changed} of {len(pairs)} tags differ from fp32"
+    # a share of the tokens, and at least one for a reduced precision (this corpus has under 100 tokens)
+    allowed = max(MAX_TAG_CHANGES[backend] * len(pairs), 1 if MAX_TAG_CHANGES[backend] else 0)
+    assert changed <= allowed, f"{changed} of {len(pairs)} tags differ from fp32"
     assert max(abs(a.score - b.score) for a, b in pairs) <= SCORE_ATOL[backend]
 
 

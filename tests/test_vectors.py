@@ -80,7 +80,7 @@ def test_embedder_dimension_mismatch_names_the_config_key(tmp_path, tiny_data):
                                                  "+trainer.fast_dev_run=true"])
 
 
-@pytest.mark.parametrize("finetune", ["train_words", "all", "none"])
+@pytest.mark.parametrize("finetune", ["train_words", "all", "none", "concat"])
 def test_a_word_only_the_vectors_know_reaches_the_model_through_its_vector(tmp_path, tiny_data, finetune):
     from tagger.checkpoint import load_checkpoint
     from tagger.inference import Predictor
@@ -97,18 +97,25 @@ def test_a_word_only_the_vectors_know_reaches_the_model_through_its_vector(tmp_p
     assert zebra >= vocab.num_trained and vocab.vectors == str(vec_path)
     ids = torch.tensor([[zebra, vocab.word_id("giraffe")]])
     want = torch.from_numpy(vectors.table[[4, 5]])[None]  # (1,2,DIM)
-    # train_words, none: vector words keep their rows as read (stored in float16); all: they trained only through decay
+    # train_words, none, concat: vector words keep their rows as read (stored in float16); all: they trained only
+    # through decay. concat: the vector is the second half, beside UNK's trained row
     tol = 0.05 if finetune == "all" else 2e-3
-    assert torch.allclose(emb.lookup(ids), want, atol=tol)
+    got = emb.lookup(ids)
+    if finetune == "concat":
+        assert got.shape == (1, 2, 2 * DIM) and torch.equal(got[0, :, :DIM], emb.word.weight[[1, 1]])
+        got = got[..., DIM:]
+    assert torch.allclose(got, want, atol=tol)
     assert (emb.fixed_vectors is None) == (finetune == "all")
     trained = sum(p.numel() for p in loaded.tagger.embedder.word.parameters())
     assert trained == (len(vocab.words) if finetune == "all" else vocab.num_trained) * DIM
     # a training word that has a vector: trained away from it, except with none
     cat = vocab.word_id("cat")
     assert cat < vocab.num_trained
-    cat_as_read = torch.allclose(emb.lookup(torch.tensor([[cat]]))[0, 0],
-                                 torch.from_numpy(vectors.table[vectors.find("cat")]), atol=2e-3)
-    assert cat_as_read == (finetune == "none")
+    cat_vector = torch.from_numpy(vectors.table[vectors.find("cat")])
+    cat_rows = emb.lookup(torch.tensor([[cat]]))[0, 0].split(DIM)  # (DIM,) once, twice with concat
+    assert torch.allclose(cat_rows[0], cat_vector, atol=2e-3) == (finetune == "none")
+    if finetune == "concat":  # its trained half moved, its vector half did not
+        assert torch.allclose(cat_rows[1], cat_vector, atol=2e-3)
     # prediction: the word changes the tags' scores the way its vector does (it is not UNK)
     pred = Predictor(loaded.tagger, loaded.vocab)
     with_vector = pred.predict([["the", "zebra", "sees", "a", "cat"]])[0]

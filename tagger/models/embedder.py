@@ -74,7 +74,7 @@ class Casing(nn.Module):
         return self.embed(self.classes(chars))
 
 
-FINETUNE = ("train_words", "all", "none")
+FINETUNE = ("train_words", "all", "none", "concat")
 
 
 class Embedder(nn.Module):
@@ -94,7 +94,10 @@ class Embedder(nn.Module):
     read, in a float16 buffer that the checkpoint carries (unseen words keep the meaning the vectors gave them,
     and the optimiser never touches the large table); ``"all"`` trains every row; ``"none"`` keeps every word
     that has a vector as read and trains only the rows of training words without one (and UNK), so seen and
-    unseen words share one vector space.
+    unseen words share one vector space; ``"concat"`` gives every word its trained row (training words
+    initialised from their vectors; every other word UNK's row) beside its vector as read (zeros without one), a
+    word vector of twice ``word_dim``: word dropout reaches only the trained half, so the encoder learns to tag a
+    word that dropped to UNK by its vector, as it must tag a word only the vectors know.
     Rebuilding a saved model passes no rows: the state dict fills the table.
     """
 
@@ -131,8 +134,10 @@ class Embedder(nn.Module):
             raise ValueError(f"embedder.word_dim ({word_dim}) must equal the dimension of embedder.vectors "
                              f"({vectors}: {vector_rows.shape[-1]})")
         tuned = num_words if not vectors or finetune_vectors == "all" or trained_words is None else trained_words
-        # fixed rows: ids >= fixed_start read fixed_vectors; with "none" also the training words that have a vector
-        self.fixed_start = 0 if tuned < num_words and finetune_vectors == "none" else tuned
+        # fixed_vectors holds the rows of ids >= fixed_start: past the training words, or every word (none, concat)
+        every_word = bool(vectors) and trained_words is not None and finetune_vectors in ("none", "concat")
+        self.concat = every_word and finetune_vectors == "concat"
+        self.fixed_start = 0 if every_word else tuned
         self.word = nn.Embedding(tuned, word_dim, padding_idx=PAD_ID) if word_dim > 0 else None
         self.char = CharCNN(num_chars, char_dim, char_filters, char_kernel) if char_filters > 0 else None
         if self.word is None and self.char is None:
@@ -145,10 +150,11 @@ class Embedder(nn.Module):
                 emb.weight.data[PAD_ID].zero_()
         # vector rows kept as read: (num_words - fixed_start, word_dim) float16
         self.register_buffer("fixed_vectors", torch.zeros(num_words - self.fixed_start, max(word_dim, 0),
-                                                          dtype=torch.float16) if tuned < num_words else None)
+                                                          dtype=torch.float16)
+                             if self.fixed_start < num_words else None)
         # finetune_vectors=none: which words read their fixed row (num_words,) bool; the state dict carries it
         self.register_buffer("fixed_found", torch.zeros(num_words, dtype=torch.bool)
-                             if self.fixed_start < tuned else None)
+                             if every_word and not self.concat else None)
         if vector_rows is not None:
             self._init_from_vectors(vector_rows, vector_found, tuned)
         self.dropout = nn.Dropout(dropout)
@@ -168,7 +174,7 @@ class Embedder(nn.Module):
         if case_dim > 0 and chars is None:
             raise ValueError("embedder.case_dim needs the character vocabulary (chars)")
         self.case = Casing(chars, case_dim) if case_dim > 0 else None
-        self.output_dim = (max(word_dim, 0) + (self.char.output_dim if self.char else 0)
+        self.output_dim = (max(word_dim, 0) * (2 if self.concat else 1) + (self.char.output_dim if self.char else 0)
                            + (self.case.output_dim if self.case else 0))
 
     @torch.no_grad()
@@ -179,18 +185,25 @@ class Embedder(nn.Module):
         table = self.word.weight  # (tuned, word_dim)
         table[found[:tuned]] = rows[:tuned][found[:tuned]].to(table.dtype)
         if self.fixed_vectors is not None:
-            self.fixed_vectors.copy_(rows[self.fixed_start:].to(torch.float16))
+            kept = rows[self.fixed_start:] * found[self.fixed_start:, None]  # words without a vector: zeros
+            self.fixed_vectors.copy_(kept.to(torch.float16))
         if self.fixed_found is not None:
             self.fixed_found.copy_(found)
         log.info("pretrained vectors: %d of %d vocabulary words have one (%d trained rows)",
                  int(found.sum()), rows.shape[0], tuned)
 
-    def lookup(self, words: torch.Tensor) -> torch.Tensor:
-        """Word ids (B,T) -> word vectors (B,T,word_dim): trained rows, and the fixed vector rows past them (with
-        finetune_vectors=none, also below them for the words that have a vector)."""
+    def lookup(self, words: torch.Tensor, dropped: torch.Tensor | None = None) -> torch.Tensor:
+        """Word ids (B,T) -> word vectors (B,T,word_dim), or (B,T,2*word_dim) with finetune_vectors=concat: trained
+        rows, and the fixed vector rows past them (with finetune_vectors=none, also below them for the words that
+        have a vector). ``dropped``: the ids after word dropout (training), which concat reads for its trained half."""
+        dropped = words if dropped is None else dropped
         if self.fixed_vectors is None:
-            return self.word(words)
+            return self.word(dropped)
         n = self.word.num_embeddings
+        if self.concat:
+            tuned = self.word(torch.where(dropped < n, dropped, UNK_ID))  # (B,T,word_dim)
+            return torch.cat([tuned, self.fixed_vectors[words].to(tuned.dtype)], dim=-1)  # (B,T,2*word_dim)
+        words = dropped
         tuned = self.word(words.clamp(max=n - 1))  # (B,T,word_dim)
         fixed = self.fixed_vectors[(words - self.fixed_start).clamp(min=0)].to(tuned.dtype)  # (B,T,word_dim)
         use_fixed = words >= n if self.fixed_found is None else self.fixed_found[words]  # (B,T)
@@ -204,8 +217,9 @@ class Embedder(nn.Module):
                 if self.rare_word_dropout > 0:
                     p = torch.maximum(p, self.rare_drop_p[words])
                 drop = (torch.rand_like(p) < p) & (words != PAD_ID)
-                words = words.masked_fill(drop, UNK_ID)
-            feats.append(self.lookup(words))  # (B,T,word_dim)
+                feats.append(self.lookup(words, words.masked_fill(drop, UNK_ID)))  # (B,T,word_dim or 2*word_dim)
+            else:
+                feats.append(self.lookup(words))
         spelling = self.spelling(chars)
         if spelling is not None:
             feats.append(spelling)  # (B,T,char_filters+case_dim)
