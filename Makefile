@@ -41,7 +41,7 @@ test-all: setup
 
 # -- comparison reports: sweep -> report (tagger.report). A failed sweep job does not stop the report
 # (leading '-'): the report lists it. `make report-pos ARGS=--no-eval` re-renders without checkpoints.
-.PHONY: compare-pos compare-ner report-pos report-ner ablation
+.PHONY: compare-pos compare-ner train-compare-pos train-compare-ner report-pos report-ner ablation
 
 # The comparison of the defaults: window_fc, BiLSTM and self-attention with GloVe 6B 50d vectors, 3 seeds, on EWT
 # (POS) and CoNLL-2003 (NER), two sweeps on the two cores at once (1 thread each), into multirun/cross_corpus/CORPUS
@@ -56,10 +56,12 @@ DATA_ner := conll2003
 TITLE_pos := UD English EWT UPOS: window_fc vs BiLSTM vs self-attention with GloVe 6B 50d vectors
 TITLE_ner := CoNLL-2003 NER: window_fc vs BiLSTM vs self-attention (CRF heads) with GloVe 6B 50d vectors
 
-compare-pos compare-ner: compare-%: setup
+compare-pos compare-ner: compare-%: train-compare-%
+	$(MAKE) report-$*
+
+train-compare-pos train-compare-ner: train-compare-%: setup
 	-$(PY) -m tagger.train -m experiment=compare_$* embedder=glove model=bilstm,window_fc $(CC_SWEEP) & \
 	  $(PY) -m tagger.train -m experiment=compare_$* embedder=glove model=$(SA_MODEL_$*) $(CC_SWEEP); wait
-	$(MAKE) report-$*
 
 report-pos report-ner: report-%: setup
 	$(PY) -m tagger.report multirun/cross_corpus/$(DATA_$*)/*-glove_seed* --out reports/$* --title "$(TITLE_$*)" $(ARGS)
@@ -84,7 +86,7 @@ CC_SWEEP_TUNED := hydra.sweep.dir=multirun/cross_corpus 'hydra.sweep.subdir=$${d
 
 cross-corpus: setup
 	-$(PY) -m tagger.train -m experiment=compare_ner data=btc,wikigold model=$(CC_MODELS_ner) embedder=default,glove seed=1,2 $(CC_SWEEP)
-	-$(MAKE) compare-pos compare-ner
+	-$(MAKE) train-compare-pos train-compare-ner
 	-$(PY) -m tagger.train -m experiment=ner_self_attention_best embedder=glove seed=1,2,3 $(CC_SWEEP_TUNED) & \
 	  $(PY) -m tagger.train -m experiment=pos_self_attention_best embedder=glove seed=1,2,3 $(CC_SWEEP_TUNED); wait
 	$(MAKE) report-cross-corpus

@@ -25,10 +25,12 @@ from tagger.loadgen import running_service, server_errors  # noqa: E402
 
 
 def default_run() -> Path:
-    from tagger.runs import find_best, is_trained
+    from tagger.runs import comparison_runs, find_best, is_trained
 
-    for pattern in ("compare_pos/self_attention_seed*", "compare_pos/*_seed*", "compare_ner/*_seed*"):
-        for run in sorted((REPO / "multirun").glob(pattern)):
+    multirun = REPO / "multirun"
+    for runs in (comparison_runs("pos", multirun, "self_attention"), comparison_runs("pos", multirun),
+                 comparison_runs("ner", multirun)):
+        for run in runs:
             if is_trained(run):
                 return run
 

@@ -134,10 +134,9 @@ def machine_state() -> dict[str, Any]:
 # -- models and data ---------------------------------------------------------------------------
 def trained_run(family: str, extra_roots: list[Path]) -> Path | None:
     """A finished run dir of this family: the comparison runs first, then the bench's own training."""
-    # make compare-pos writes the baselines to compare_pos and the self-attention runs to compare_pos_sa
-    candidates = sorted((WORK / "multirun").glob(f"compare_pos*/{family}_seed*")) + \
-        [r / f"train_{family}" for r in extra_roots]
-    from tagger.runs import is_trained
+    from tagger.runs import comparison_runs, is_trained
+
+    candidates = comparison_runs("pos", WORK / "multirun", family) + [r / f"train_{family}" for r in extra_roots]
 
     return next((run for run in candidates if is_trained(run)), None)
 
@@ -315,8 +314,12 @@ def bench_training(args, work: Path) -> list[dict[str, Any]]:
 
 def comparison_training_speeds() -> list[dict[str, Any]]:
     """train_tokens_per_s of the finished comparison runs (1 thread each, two sweeps sharing the CPU)."""
+    from tagger.runs import comparison_runs
+
     out = []
-    for m in sorted((WORK / "multirun").glob("compare_*/*/metrics.json")):
+    for m in [run / "metrics.json" for task in ("pos", "ner") for run in comparison_runs(task, WORK / "multirun")]:
+        if not m.is_file():
+            continue
         d = json.loads(m.read_text())
         out.append({"run": str(m.parent.relative_to(WORK)), "tokens_per_s": d.get("train_tokens_per_s"),
                     "threads": d.get("threads"), "command": d.get("command")})

@@ -9,7 +9,8 @@ An argument is one of
 * a BentoML model-store tag ``NAME:VERSION`` (``NAME:latest``): a model already packaged.
 
 :func:`resolve` says which files that is (a :class:`Source`), :func:`load` loads the model,
-:func:`best_checkpoint` finds the best checkpoint of a run dir, :func:`find_best` the best run of a task.
+:func:`best_checkpoint` finds the best checkpoint of a run dir, :func:`find_best` the best run of a task,
+:func:`comparison_runs` the run dirs of ``make compare``.
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from tagger.checkpoint import CheckpointError, LoadedModel, load_checkpoint
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[1]
+# where `make compare` writes a task's runs (the Makefile's CC_SWEEP): multirun/COMPARE_DIRS[task]/MODEL-glove_seedN
+COMPARE_DIRS = {"pos": "cross_corpus/ud_ewt", "ner": "cross_corpus/conll2003"}
 KINDS = "a run dir, a best.json, a .ckpt file or a model store tag NAME:VERSION"
 _STORE_TAG = re.compile(r"[A-Za-z0-9][\w.-]*:[\w.-]+")
 
@@ -158,6 +161,11 @@ def _task_of(best_json: Path) -> str | None:
     except (OSError, json.JSONDecodeError, AttributeError):
         log.info("%s: not a readable best.json; skipped", best_json)
         return None
+
+
+def comparison_runs(task: str, multirun: Path, model: str = "*") -> list[Path]:
+    """The run dirs of ``make compare`` for a task under ``multirun``, of one model or (``*``) all, sorted."""
+    return sorted((multirun / COMPARE_DIRS[task]).glob(f"{model}-glove_seed*"))
 
 
 def find_best(task: str = "pos", roots: list[Path] | None = None) -> Path | None:
