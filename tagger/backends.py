@@ -3,11 +3,16 @@
 ``make_predictor(tagger, vocab, backend=...)`` is the one way to get a predictor on a backend:
 
 * ``fp32``: the :class:`~tagger.inference.InferenceGraph` in torch, float32 (the reference);
-* ``bf16``: the same graph under ``torch.autocast(bfloat16)``; offered only where the CPU computes bf16
-  natively (AVX512-BF16 or AMX), since emulated bf16 is slower than fp32;
+* ``bf16``: a copy of the graph with its weights and activations in bfloat16 (cast once, not per call as
+  ``torch.autocast`` would); offered only where the CPU computes bf16 natively (AVX512-BF16 or AMX), since
+  emulated bf16 is slower than fp32;
 * ``int8``: a copy of the graph whose ``nn.Linear`` layers are dynamically quantized to int8
   (``torch.ao.quantization.quantize_dynamic``: int8 weights, activations quantized with one scale per batch, so
   a sentence's scores depend slightly on the sentences batched with it);
+
+bf16 and int8 run the graph with its convolutions unfolded into matrix products
+(:func:`tagger.models.conv.unfold_convs`), so the character CNN and the convolutional FFN are bf16 GEMMs or
+int8 Linears as well;
 * ``onnx``: the graph exported to ONNX (:func:`tagger.export.export_onnx`, checked against torch) and run by
   ONNX Runtime with all graph optimisations;
 * ``onnx-int8``: that ONNX graph with its MatMul weights quantized to int8
@@ -19,7 +24,6 @@ default :data:`DEFAULT_BACKEND`.
 """
 from __future__ import annotations
 
-import copy
 import logging
 import tempfile
 from pathlib import Path
@@ -30,6 +34,7 @@ import torch.nn as nn
 
 from tagger.data.vocab import Vocab
 from tagger.inference import InferenceGraph, Predictor
+from tagger.models.conv import unfold_convs
 from tagger.models.tagger import Tagger
 
 log = logging.getLogger(__name__)
@@ -51,20 +56,22 @@ def bf16_native() -> bool:
 class TorchBackend:
     """encode_batch's tensors -> h (B,T,H) float32, by a torch module with InferenceGraph's signature."""
 
-    def __init__(self, graph: nn.Module, name: str, autocast: torch.dtype | None = None):
-        self.graph, self.name, self.autocast = graph.eval(), name, autocast
+    def __init__(self, graph: nn.Module, name: str):
+        self.graph, self.name = graph.eval(), name
 
     def __call__(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        args = (batch["words"], batch["types"], batch["type_chars"], batch["mask"])
-        if self.autocast is None:
-            return self.graph(*args)
-        with torch.autocast("cpu", dtype=self.autocast):
-            return self.graph(*args).float()
+        return self.graph(batch["words"], batch["types"], batch["type_chars"], batch["mask"]).float()
+
+
+def _bf16_graph(tagger: Tagger) -> nn.Module:
+    """A copy of the inference graph, convolutions unfolded, every floating tensor in bfloat16."""
+    return unfold_convs(InferenceGraph(tagger.eval())).eval().to(torch.bfloat16)
 
 
 def _int8_graph(tagger: Tagger) -> nn.Module:
-    """A copy of the inference graph with int8 dynamically quantized Linear layers (the tagger is left as is)."""
-    graph = copy.deepcopy(InferenceGraph(tagger.eval())).eval()
+    """A copy of the inference graph, convolutions unfolded, with int8 dynamically quantized Linear layers
+    (the tagger is left as is)."""
+    graph = unfold_convs(InferenceGraph(tagger.eval())).eval()
     return torch.ao.quantization.quantize_dynamic(graph, {nn.Linear}, dtype=torch.qint8)
 
 
@@ -101,7 +108,7 @@ def make_backend(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: i
     if backend == "fp32":
         return TorchBackend(InferenceGraph(tagger.eval()), "fp32")
     if backend == "bf16":
-        return TorchBackend(InferenceGraph(tagger.eval()), "bf16", autocast=torch.bfloat16)
+        return TorchBackend(_bf16_graph(tagger), "bf16")
     if backend == "int8":
         return TorchBackend(_int8_graph(tagger), "int8")
     try:

@@ -8,6 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from tagger.data.vocab import PAD_ID, UNK_ID
+from tagger.models.conv import TokenConv
 
 log = logging.getLogger(__name__)
 
@@ -21,15 +22,14 @@ class CharCNN(nn.Module):
     def __init__(self, num_chars: int, char_dim: int = 30, filters: int = 50, kernel: int = 3):
         super().__init__()
         self.embed = nn.Embedding(num_chars, char_dim, padding_idx=PAD_ID)
-        self.conv = nn.Conv1d(char_dim, filters, kernel, padding=kernel // 2)
+        self.conv = TokenConv(char_dim, filters, kernel, padding=kernel // 2)
         self.output_dim = filters
 
     def forward(self, chars: torch.Tensor) -> torch.Tensor:
         """chars (B,T,L) long -> (B,T,filters)."""
         B, T, L = chars.shape
-        x = self.embed(chars.view(B * T, L)).transpose(1, 2)  # (B*T, char_dim, L)
-        h = self.conv(x)  # (B*T, filters, L)
-        h = h.masked_fill((chars.view(B * T, 1, L) == PAD_ID), float("-inf")).amax(dim=2)  # (B*T, filters)
+        h = self.conv(self.embed(chars.view(B * T, L)))  # (B*T, L, char_dim) -> (B*T, L, filters)
+        h = h.masked_fill((chars.view(B * T, L, 1) == PAD_ID), float("-inf")).amax(dim=1)  # (B*T, filters)
         h = torch.nan_to_num(h, neginf=0.0)  # padding words have no characters at all
         return torch.tanh(h).view(B, T, -1)
 

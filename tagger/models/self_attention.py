@@ -11,14 +11,8 @@ import torch
 import torch.nn as nn
 
 from tagger.models.attention import MultiHeadSelfAttention
+from tagger.models.conv import TokenConv
 from tagger.models.positional import POSITIONAL
-
-
-class TokenConv(nn.Conv1d):
-    """A convolution over positions on (B,T,d_in) -> (B,T,d_out), same length (odd kernel)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return super().forward(x.transpose(1, 2)).transpose(1, 2)  # (B,d_in,T) -> (B,d_out,T) -> (B,T,d_out)
 
 
 class FeedForward(nn.Module):
