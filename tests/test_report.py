@@ -202,6 +202,38 @@ def test_ablation_variants_are_labelled_by_what_differs(tmp_path):
     assert (out / "ablation.png").exists()
 
 
+def test_runs_of_different_experiments_are_labelled_by_their_overrides(tmp_path):
+    # an experiment changes many config values; the label is what the command lines differ in
+    tuned = {"dropout": 0.3, "layers": 4, "window": 3}
+    for seed in (1, 2):
+        fake_run(tmp_path / "r", f"plain{seed}", "self_attention", seed, 90.0, 88.0,
+                 overrides=["experiment=compare_pos", "model=self_attention", "embedder=glove", f"seed={seed}"])
+        fake_run(tmp_path / "r", f"best{seed}", "self_attention", seed, 91.0, 89.0, model_cfg=tuned,
+                 overrides=["experiment=pos_best", "embedder=glove", f"seed={seed}"])
+        fake_run(tmp_path / "r", f"swa{seed}", "self_attention", seed, 91.5, 89.0, model_cfg=tuned | {"swa": True},
+                 overrides=["experiment=pos_best", "embedder=glove", "callbacks=swa", f"seed={seed}"])
+    runs, _ = find_runs([tmp_path / "r"])
+    assign_variants(runs)
+    assert {r.path.name: r.variant for r in runs} == {
+        "plain1": "self_attention experiment=compare_pos", "plain2": "self_attention experiment=compare_pos",
+        "best1": "self_attention experiment=pos_best", "best2": "self_attention experiment=pos_best",
+        "swa1": "self_attention experiment=pos_best callbacks=swa",
+        "swa2": "self_attention experiment=pos_best callbacks=swa"}
+
+
+def test_the_config_labels_runs_whose_overrides_do_not_tell_them_apart(tmp_path):
+    # same experiment and overrides, different config (e.g. a default changed between runs): config values
+    for name, layers in (("a", 2), ("b", 4)):
+        fake_run(tmp_path / "r", name, "self_attention", 1, 90.0, 88.0, model_cfg={"layers": layers},
+                 overrides=["experiment=compare_pos", "seed=1"])
+    fake_run(tmp_path / "r", "c", "self_attention", 1, 90.0, 88.0, model_cfg={"layers": 2},
+             overrides=["experiment=pos_best", "seed=1"])
+    runs, _ = find_runs([tmp_path / "r"])
+    assign_variants(runs)
+    assert {r.path.name: r.variant for r in runs} == {
+        "a": "self_attention layers=2", "b": "self_attention layers=4", "c": "self_attention layers=2"}
+
+
 def test_bad_inputs_are_named(tmp_path, capsys):
     assert report_main([str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
     assert "nope: no such run or sweep dir" in capsys.readouterr().err

@@ -63,13 +63,35 @@ def assign_variants(runs: Sequence[Run]) -> None:
                 subsets.setdefault(flats[id(r)].get(named, "") if named else "", set()).add(flats[id(r)].get(k))
             if any(len(v) > 1 for v in subsets.values()):
                 varying.append(k)
+        by_overrides = _override_labels(group)
         for r in group:
             extra = " ".join(f"{_short(k)}={_label_value(flats[id(r)].get(k, 'unset'))}" for k in varying)
-            r.variant = f"{name} {extra}".strip()
+            r.variant = f"{name} {by_overrides[id(r)] if by_overrides else extra}".strip()
     labels = {r.identity(): r.variant for r in ok}
     for r in runs:
         if not r.ok:
             r.variant = label_without_results(r.overrides, labels, r.model_choice)
+
+
+def _override_labels(group: Sequence[Run]) -> dict[int, str] | None:
+    """Labels from the command lines where runs of different ``experiment=`` configurations meet: an
+    experiment changes many config values at once, which as ``key=value`` pairs make an unreadable label, while
+    the overrides that differ between the runs (``experiment=pos_self_attention_best callbacks=swa``) name
+    the variant as it was run. None where no experiments differ, or where runs with the same overrides
+    (seed aside) differ in their config: then only the config values tell them apart."""
+    idents = {id(r): {o for o in r.identity() if not o.lstrip("+~").startswith("model=")} for r in group}
+    experiments = {next((o for o in i if o.startswith("experiment=")), None) for i in idents.values()}
+    if len(experiments) < 2:
+        return None
+    common = set.intersection(*idents.values())
+    labels = {key: " ".join(sorted(i - common, key=lambda o: (not o.startswith("experiment="), o)))
+              for key, i in idents.items()}
+    configs: dict[str, str] = {}
+    for r in group:  # one label, one config (seed aside)
+        config = json.dumps({k: v for k, v in _varying_config(r).items() if k != "seed"}, sort_keys=True)
+        if configs.setdefault(labels[id(r)], config) != config:
+            return None
+    return labels
 
 
 def label_without_results(overrides: Iterable[str], labels: dict[frozenset[str], str],
