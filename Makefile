@@ -74,7 +74,8 @@ ablation: setup
 
 # make cross-corpus: window_fc, BiLSTM and self-attention, from scratch and with GloVe 6B 50d vectors, on BTC and
 # WikiGold (seeds 1-2), with the vectors on CoNLL-2003 and EWT (make compare, seeds 1-3), and the tuned
-# self-attention configurations with the vectors (experiment=*_self_attention_best embedder=glove, seeds 1-3); then
+# self-attention configurations with the vectors (experiment=*_self_attention_best embedder=glove, seeds 1-3; the
+# NER one also on BTC and WikiGold, seeds 1-2); then
 # the reports (reports/cross_corpus/btc|wikigold, reports/ner, reports/pos) and the mean-dev table in
 # reports/cross_corpus. Several hours on 2 cores.
 CC_MODELS_ner := window_fc,bilstm,self_attention_ner
@@ -89,6 +90,7 @@ cross-corpus: setup
 	-$(MAKE) train-compare-pos train-compare-ner
 	-$(PY) -m tagger.train -m experiment=ner_self_attention_best embedder=glove seed=1,2,3 $(CC_SWEEP_TUNED) & \
 	  $(PY) -m tagger.train -m experiment=pos_self_attention_best embedder=glove seed=1,2,3 $(CC_SWEEP_TUNED); wait
+	-$(PY) -m tagger.train -m experiment=ner_self_attention_best data=btc,wikigold embedder=glove seed=1,2 $(CC_SWEEP_TUNED)
 	$(MAKE) report-cross-corpus
 
 report-cross-corpus: setup report-pos report-ner

@@ -24,6 +24,7 @@ default :data:`DEFAULT_BACKEND`.
 """
 from __future__ import annotations
 
+import copy
 import logging
 import tempfile
 from pathlib import Path
@@ -64,15 +65,16 @@ class TorchBackend:
 
 
 def _bf16_graph(tagger: Tagger) -> nn.Module:
-    """A copy of the inference graph, convolutions unfolded, every floating tensor in bfloat16."""
-    return unfold_convs(InferenceGraph(tagger.eval())).eval().to(torch.bfloat16)
+    """A copy of the inference graph, convolutions unfolded, every floating tensor in bfloat16 (the tagger is left
+    as is: its tensors are copied before they are cast)."""
+    return unfold_convs(copy.deepcopy(InferenceGraph(tagger.eval()))).eval().to(torch.bfloat16)
 
 
 def _int8_graph(tagger: Tagger) -> nn.Module:
     """A copy of the inference graph, convolutions unfolded, with int8 dynamically quantized Linear layers
     (the tagger is left as is)."""
-    graph = unfold_convs(InferenceGraph(tagger.eval())).eval()
-    return torch.ao.quantization.quantize_dynamic(graph, {nn.Linear}, dtype=torch.qint8)
+    graph = unfold_convs(InferenceGraph(tagger.eval())).eval()  # shares the embedding tables with the tagger
+    return torch.ao.quantization.quantize_dynamic(graph, {nn.Linear}, dtype=torch.qint8, inplace=True)
 
 
 def _onnx_int8(data: bytes) -> bytes:

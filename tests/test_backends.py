@@ -58,8 +58,9 @@ def test_backend_tags_as_fp32_does(model_and_corpus, backend):
 
 def test_quantized_copies_leave_the_model_float(model_and_corpus):
     loaded, sentences, reference = model_and_corpus
-    make_predictor(loaded.tagger, loaded.vocab, "int8")
-    assert all(p.dtype == torch.float32 for p in loaded.tagger.parameters())
+    for backend in ("int8", "bf16") if bf16_native() else ("int8",):
+        make_predictor(loaded.tagger, loaded.vocab, backend)
+        assert all(p.dtype == torch.float32 for p in loaded.tagger.parameters()), backend
     again = make_predictor(loaded.tagger, loaded.vocab, "fp32").predict(sentences)
     assert [[t.score for t in s] for s in again] == [[t.score for t in s] for s in reference]
 

@@ -9,6 +9,7 @@ narrow 1-D convolution also runs slower than the GEMM of its unfolded input).
 from __future__ import annotations
 
 import copy
+import itertools
 
 import torch
 import torch.nn as nn
@@ -47,9 +48,12 @@ class UnfoldedConv(nn.Module):
 
 
 def unfold_convs(module: nn.Module) -> nn.Module:
-    """A copy of ``module`` with every :class:`TokenConv` replaced by its :class:`UnfoldedConv` (the module
-    itself is left as is)."""
-    out = copy.deepcopy(module)
+    """A copy of ``module``'s tree of submodules with every :class:`TokenConv` replaced by its :class:`UnfoldedConv`.
+    The module itself is left as is; the copy shares its parameters and buffers (a served model with 400k
+    vector rows is not held twice), so change the copy's tensors only after copying them (``.to(dtype)`` of a
+    shared parameter would convert the original's too)."""
+    shared = {id(t): t for t in itertools.chain(module.parameters(), module.buffers())}
+    out = copy.deepcopy(module, memo=shared)
     for parent in list(out.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, TokenConv):

@@ -40,3 +40,11 @@ def test_unfold_convs_copies_and_replaces_every_token_conv():
     assert sum(isinstance(m, UnfoldedConv) for m in unfolded.modules()) == 2
     assert sum(isinstance(m, TokenConv) for m in model.modules()) == 2  # the original keeps its convolutions
     assert torch.allclose(unfolded(x), model(x), atol=1e-5)
+
+
+def test_the_copy_shares_the_tensors_it_does_not_replace():
+    model = nn.Sequential(nn.Embedding(10, 4), TokenConv(4, 4, 3, padding=1))
+    model.register_buffer("table", torch.randn(10, 4))
+    unfolded = unfold_convs(model)
+    assert unfolded[0].weight is model[0].weight and unfolded.table is model.table
+    assert unfolded[0] is not model[0]  # the modules are copies: swapping one in the copy leaves the original
