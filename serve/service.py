@@ -53,7 +53,7 @@ def check_store_entry(reference: BentoModel) -> None:
     """Refuse to start on a corrupted store entry. Runs at import, i.e. in ``bentoml serve`` and
     ``bentoml build`` before any worker starts: a worker failing in ``__init__`` would be restarted
     forever while the entry service waits. A model absent from the local store is left to BentoML."""
-    from tagger.package import check_parts
+    from tagger.package_format import check_parts
 
     stored = reference.stored
     if stored is not None:

@@ -28,15 +28,15 @@ import copy
 import logging
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-import torch.nn as nn
+if TYPE_CHECKING:  # torch is imported where a backend is built: the service's entry process checks names only
+    import torch
+    import torch.nn as nn
 
-from tagger.data.vocab import Vocab
-from tagger.inference import InferenceGraph, Predictor
-from tagger.models.conv import unfold_convs
-from tagger.models.tagger import Tagger
+    from tagger.data.vocab import Vocab
+    from tagger.inference import Predictor
+    from tagger.models.tagger import Tagger
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,8 @@ class BackendError(ValueError):
 
 def bf16_native() -> bool:
     """Whether the CPU has native bf16 arithmetic that oneDNN uses (AVX512-BF16 / AMX)."""
+    import torch
+
     return torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
@@ -67,12 +69,23 @@ class TorchBackend:
 def _bf16_graph(tagger: Tagger) -> nn.Module:
     """A copy of the inference graph, convolutions unfolded, every floating tensor in bfloat16 (the tagger is left
     as is: its tensors are copied before they are cast)."""
+    import torch
+
+    from tagger.inference import InferenceGraph
+    from tagger.models.conv import unfold_convs
+
     return unfold_convs(copy.deepcopy(InferenceGraph(tagger.eval()))).eval().to(torch.bfloat16)
 
 
 def _int8_graph(tagger: Tagger) -> nn.Module:
     """A copy of the inference graph, convolutions unfolded, with int8 dynamically quantized Linear layers
     (the tagger is left as is)."""
+    import torch
+    import torch.nn as nn
+
+    from tagger.inference import InferenceGraph
+    from tagger.models.conv import unfold_convs
+
     graph = unfold_convs(InferenceGraph(tagger.eval())).eval()  # shares the embedding tables with the tagger
     return torch.ao.quantization.quantize_dynamic(graph, {nn.Linear}, dtype=torch.qint8, inplace=True)
 
@@ -100,12 +113,16 @@ def check_backend(backend: str, what: str = "backend") -> None:
     if backend not in BACKENDS:
         raise BackendError(f"{what} must be one of {', '.join(BACKENDS)}; got {backend!r}")
     if backend == "bf16" and not bf16_native():
+        import torch
+
         raise BackendError(f"{what} 'bf16' needs a CPU with native bf16 (AVX512-BF16 or AMX); this one "
                            f"({torch.backends.cpu.get_cpu_capability()}) would emulate it, slower than fp32")
 
 
 def make_backend(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: int | None = None):
     """The backend named ``backend`` for this tagger (:data:`BACKENDS`); BackendError if it cannot run here."""
+    from tagger.inference import InferenceGraph
+
     check_backend(backend)
     if backend == "fp32":
         return TorchBackend(InferenceGraph(tagger.eval()), "fp32")
@@ -134,4 +151,6 @@ def make_predictor(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads:
                    **predictor_kw: Any) -> Predictor:
     """A :class:`Predictor` on ``backend`` (:data:`BACKENDS`). ``threads``: ONNX Runtime intra-op threads
     (default: torch's); ``predictor_kw``: batch_size, window, overlap, max_word_chars."""
+    from tagger.inference import Predictor
+
     return Predictor(tagger, vocab, backend=make_backend(tagger, vocab, backend, threads), **predictor_kw)

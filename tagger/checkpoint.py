@@ -14,13 +14,10 @@ from typing import Any
 import torch
 
 from tagger.data.vocab import Vocab
+from tagger.errors import CheckpointError  # noqa: F401 (raised here; importable without torch from tagger.errors)
 from tagger.models.tagger import Tagger, build_tagger
 
 CHECKPOINT_KEY = "tagger"
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint is missing, truncated, corrupted or not a tagger checkpoint."""
 
 
 @dataclass

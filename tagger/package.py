@@ -37,26 +37,17 @@ from tagger.data.vocab import Vocab
 from tagger.fileio import write_json
 from tagger.inference import Predictor
 from tagger.models.tagger import Tagger
+from tagger.package_format import (  # noqa: F401 (the folder's names, re-exported)
+    FORMAT, MODEL_CONFIG, RUN_INFO, VOCAB, WEIGHTS, PackageError, check_parts, sha256,
+)
 from tagger.runs import REPO, Source, find_best, resolve
 
 log = logging.getLogger(__name__)
 
-WEIGHTS, VOCAB, MODEL_CONFIG, RUN_INFO = "weights.safetensors", "vocab.json", "model.json", "run.json"
-FORMAT = 1  # bump when the folder layout changes; the loader refuses formats it does not know
 DEFAULT_NAME = "tagger"
 
 
-class PackageError(CheckpointError):
-    """A run cannot be packaged, or a packaged model is missing files, corrupted or inconsistent."""
-
-
 # -- provenance --------------------------------------------------------------------------------
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def data_hashes(metrics: dict[str, Any]) -> dict[str, dict[str, str | None]]:
@@ -150,17 +141,6 @@ class Packaged:
     config: dict[str, Any]
     metadata: dict[str, Any]
     tag: str
-
-
-def check_parts(folder: Path, metadata: dict[str, Any], tag: str) -> None:
-    """Cheap integrity check of a packaged folder (no model built): format, files, weights hash."""
-    if metadata.get("format") != FORMAT:
-        raise PackageError(f"{tag}: package format {metadata.get('format')!r}, this code reads format {FORMAT}")
-    for name in (WEIGHTS, VOCAB, MODEL_CONFIG):
-        if not (folder / name).is_file():
-            raise PackageError(f"{tag}: {name} is missing from {folder}")
-    if sha256(folder / WEIGHTS) != metadata.get("weights_sha256"):
-        raise PackageError(f"{tag}: {WEIGHTS} does not match the sha256 recorded at packaging (corrupted?)")
 
 
 def load_parts(folder: str | Path, metadata: dict[str, Any], tag: str) -> Packaged:

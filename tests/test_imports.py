@@ -1,5 +1,6 @@
 """Prediction and serving stay free of the training stack: importing the predictor, the packaged-model
-loader or the service imports neither PyTorch Lightning nor Hydra (each check in a fresh interpreter)."""
+loader or the service imports neither PyTorch Lightning nor Hydra, and the service's entry process not even
+torch (each check in a fresh interpreter)."""
 from __future__ import annotations
 
 import os
@@ -30,6 +31,17 @@ def test_the_predictor_imports_neither_lightning_nor_hydra(tmp_path):
 @pytest.mark.parametrize("modules", ["tagger.package", "serve.service"])
 def test_loading_a_packaged_model_and_the_service_import_neither(modules, tmp_path):
     assert _imported_training_modules(modules, tmp_path) == []
+
+
+def test_the_service_entry_process_does_not_import_torch(tmp_path):
+    """`bentoml serve` imports the service module in its entry process too, which only checks the store entry and
+    TAGGER_BACKEND: without torch it stays small (the worker loads torch with the model)."""
+    code = "import sys, serve.service; print('torch' in sys.modules)"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "BENTOML_HOME": str(tmp_path / "bentoml"),
+           "BENTOML_DO_NOT_TRACK": "True", "TAGGER_BACKEND": "int8"}
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().splitlines()[-1] == "False"
 
 
 def test_serving_a_model_imports_neither(tiny_pos_run, tmp_path):
