@@ -41,7 +41,8 @@ if TYPE_CHECKING:  # torch is imported where a backend is built: the service's e
 log = logging.getLogger(__name__)
 
 BACKENDS = ("fp32", "bf16", "int8", "onnx", "onnx-int8")
-# the fastest backend within 0.05 accuracy points of fp32 on EWT dev (make bench: reports/bench.md)
+# within 0.05 accuracy points of fp32 on EWT dev and among the two fastest in make bench (reports/bench.md), and
+# unlike bf16 it runs on every CPU
 DEFAULT_BACKEND = "int8"
 
 
