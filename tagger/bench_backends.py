@@ -184,9 +184,9 @@ def bench(args) -> dict[str, Any]:
 
 # the serving targets the bench checks: (what, figure in the results, at least / at most, value)
 TARGETS = [
-    ("in-process tokens/s of the default backend (within 0.05 accuracy points of fp32)",
+    ("in-process tokens/s of the fastest backend within 0.05 accuracy points of fp32",
      lambda r: next(b["tokens_per_s"] for b in r["backends"] if b["backend"] == r["chosen_default"]), ">=", 200_000),
-    ("project default / spaCy tagger", lambda r: next(p["ratio_default"] for p in r["peers"]
+    ("project fastest backend / spaCy tagger", lambda r: next(p["ratio_default"] for p in r["peers"]
                                                       if p["peer"] == "spacy-tagger"), ">=", 3.5),
     ("HTTP 1 sentence, 32 clients: requests/s", lambda r: r["http"]["single"]["requests_per_s"], ">=", 2000),
     ("HTTP 1 sentence, 32 clients: p99 ms", lambda r: r["http"]["single"]["p99_ms"], "<=", 50),
@@ -231,7 +231,8 @@ def render(res: dict[str, Any]) -> str:
               f"**{res['chosen_default']}** (the service's default, `tagger.backends.DEFAULT_BACKEND`, is "
               f"`{res['configured_default']}`).", ""]
     if res["peers"]:
-        lines += ["| peer (spaCy 3.8) | tokens/s | project default / peer | project fp32 / peer | test UPOS acc |",
+        lines += [f"| peer (spaCy 3.8) | tokens/s | project fastest (`{res['chosen_default']}`) / peer | project fp32 / peer "
+                  "| test UPOS acc |",
                   "|---|---|---|---|---|"]
         for p in res["peers"]:
             lines.append(f"| {p['peer']}: {p['description']} | {p['tokens_per_s']:,} | {p['ratio_default']:.2f}× | "

@@ -21,4 +21,4 @@ def test_bench_writes_every_backend_and_picks_one_within_the_accuracy_rule(tiny_
     assert all(f"| {name} |" in report for name in ran) and str(tmp_path) not in report
     # without the peers and the HTTP section, only the in-process target is checked
     assert [t["target"] for t in check_targets(res)][:1] == [
-        "in-process tokens/s of the default backend (within 0.05 accuracy points of fp32)"]
+        "in-process tokens/s of the fastest backend within 0.05 accuracy points of fp32"]
