@@ -9,14 +9,14 @@
 * ``int8``: a copy of the graph whose ``nn.Linear`` layers are dynamically quantized to int8
   (``torch.ao.quantization.quantize_dynamic``: int8 weights, activations quantized with one scale per batch, so
   a sentence's scores depend slightly on the sentences batched with it);
-
-bf16 and int8 run the graph with its convolutions unfolded into matrix products
-(:func:`tagger.models.conv.unfold_convs`), so the character CNN and the convolutional FFN are bf16 GEMMs or
-int8 Linears as well;
 * ``onnx``: the graph exported to ONNX (:func:`tagger.export.export_onnx`, checked against torch) and run by
   ONNX Runtime with all graph optimisations;
 * ``onnx-int8``: that ONNX graph with its MatMul weights quantized to int8
   (``onnxruntime.quantization.quantize_dynamic``).
+
+bf16 and int8 run the graph with its convolutions unfolded into matrix products
+(:func:`tagger.models.conv.unfold_convs`), so the character CNN and the convolutional FFN are bf16 GEMMs or
+int8 Linears as well.
 
 The tag head (softmax, or CRF Viterbi + marginals) always runs in torch fp32 on ``h``. ``make bench``
 (:mod:`tagger.bench_backends`) measures each backend's accuracy and speed; the service runs ``TAGGER_BACKEND``,

@@ -48,8 +48,6 @@ DEFAULT_NAME = "tagger"
 
 
 # -- provenance --------------------------------------------------------------------------------
-
-
 def data_hashes(metrics: dict[str, Any]) -> dict[str, dict[str, str | None]]:
     """{split: {"path", "sha256"}} of the corpus files the run trained and evaluated on (None: gone)."""
     corpus = ((metrics.get("config") or {}).get("data") or {}).get("corpus") or {}

@@ -63,7 +63,7 @@ def assign_variants(runs: Sequence[Run]) -> None:
                 subsets.setdefault(flats[id(r)].get(named, "") if named else "", set()).add(flats[id(r)].get(k))
             if any(len(v) > 1 for v in subsets.values()):
                 varying.append(k)
-        by_overrides = _override_labels(group)
+        by_overrides = _override_labels(group, flats)
         for r in group:
             extra = " ".join(f"{_short(k)}={_label_value(flats[id(r)].get(k, 'unset'))}" for k in varying)
             r.variant = f"{name} {by_overrides[id(r)] if by_overrides else extra}".strip()
@@ -73,12 +73,13 @@ def assign_variants(runs: Sequence[Run]) -> None:
             r.variant = label_without_results(r.overrides, labels, r.model_choice)
 
 
-def _override_labels(group: Sequence[Run]) -> dict[int, str] | None:
+def _override_labels(group: Sequence[Run], flats: dict[int, dict[str, str]]) -> dict[int, str] | None:
     """Labels from the command lines where runs of different ``experiment=`` configurations meet: an
     experiment changes many config values at once, which as ``key=value`` pairs make an unreadable label, while
     the overrides that differ between the runs (``experiment=pos_self_attention_best callbacks=swa``) name
     the variant as it was run. None where no experiments differ, or where runs with the same overrides
-    (seed aside) differ in their config: then only the config values tell them apart."""
+    (seed aside) differ in their config: then only the config values tell them apart. ``flats``: each run's
+    :func:`_varying_config` (seed excluded), by ``id(run)``."""
     idents = {id(r): {o for o in r.identity() if not o.lstrip("+~").startswith("model=")} for r in group}
     experiments = {next((o for o in i if o.startswith("experiment=")), None) for i in idents.values()}
     if len(experiments) < 2:
@@ -88,7 +89,7 @@ def _override_labels(group: Sequence[Run]) -> dict[int, str] | None:
               for key, i in idents.items()}
     configs: dict[str, str] = {}
     for r in group:  # one label, one config (seed aside)
-        config = json.dumps({k: v for k, v in _varying_config(r).items() if k != "seed"}, sort_keys=True)
+        config = json.dumps(flats[id(r)], sort_keys=True)
         if configs.setdefault(labels[id(r)], config) != config:
             return None
     return labels
