@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from tagger.models import attention
 from tagger.models.attention import (AdditiveScore, DotScore, MultiHeadSelfAttention, ScaledDotScore,
                                      attention_mask)
 
@@ -57,7 +58,12 @@ def test_weights_sum_to_one_over_real_keys_and_zero_elsewhere(score, window):
 @pytest.mark.parametrize("score", ["scaled_dot", "dot"])
 @pytest.mark.parametrize("window", [None, 2])
 @pytest.mark.parametrize("with_bias", [False, True])
-def test_fused_fast_path_equals_reference_path(score, window, with_bias):
+@pytest.mark.parametrize("gemm_max_len", [0, 128], ids=["flash-kernel", "batched-gemm"])
+def test_fused_fast_path_equals_reference_path(score, window, with_bias, gemm_max_len, monkeypatch):
+    monkeypatch.setattr(attention, "GEMM_MAX_LEN", gemm_max_len)  # 7 tokens: 0 -> the flash kernel, 128 -> GEMMs
+    kernel_calls = []
+    sdpa = attention.F.scaled_dot_product_attention
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", lambda *a, **kw: kernel_calls.append(1) or sdpa(*a, **kw))
     torch.manual_seed(1)
     attn = MultiHeadSelfAttention(32, 4, score=score, window=window, fast_path=True).eval()
     x = torch.randn(3, 7, 32)
@@ -67,6 +73,7 @@ def test_fused_fast_path_equals_reference_path(score, window, with_bias):
     ref, w = attn(x, mask, bias, need_weights=True)  # reference path
     assert w is not None
     assert torch.allclose(fast[mask], ref[mask], atol=1e-5)
+    assert len(kernel_calls) == (1 if gemm_max_len == 0 else 0)
 
 
 def test_heads_attend_independently_and_output_projection_mixes():
