@@ -120,9 +120,11 @@ class TaggingService:
         # a missing file, a weights hash mismatch or an unreadable part raises here: the worker
         # does not start, rather than serve a half model
         packaged = load_packaged(self.bento_model)
-        # windows per forward pass: 64 x 512 tokens keeps a self-attention batch's scores around 256 MB
+        # forward passes of at most TAGGER_BATCH_SIZE windows and TAGGER_BATCH_TOKENS padded tokens: the sentences
+        # of merged requests, shortest first, are not all padded to the longest one's length
         self.predictor = make_predictor(packaged.tagger, packaged.vocab, BACKEND, threads=threads or None,
-                                        batch_size=int(os.environ.get("TAGGER_BATCH_SIZE", "64")))
+                                        batch_size=int(os.environ.get("TAGGER_BATCH_SIZE", "256")),
+                                        max_tokens=int(os.environ.get("TAGGER_BATCH_TOKENS", "2048")))
         self._info = {"tag": packaged.tag, "metadata": packaged.metadata, "config": packaged.config,
                       "window": self.predictor.window, "doc_window": self.predictor.doc_window,
                       "tokenizer": packaged.vocab.tokenizer, "backend": self.predictor.backend_name}

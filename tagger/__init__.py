@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 __all__ = ["load", "Pipeline", "Sentence", "Span"]
 
 
-def load(source: str | os.PathLike, *, threads: int | None = None, batch_size: int = 64,
+def load(source: str | os.PathLike, *, threads: int | None = None, batch_size: int = 256,
          backend: str = "fp32") -> "Pipeline":
     """A pipeline for a run dir, a report's ``best.json``, a ``.ckpt`` file or a BentoML model-store tag;
     ``backend``: fp32, bf16, int8, onnx or onnx-int8 (:mod:`tagger.backends`)."""

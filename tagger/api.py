@@ -110,7 +110,7 @@ def join_sentences(sentences: Sequence[Sentence], task: str) -> dict[str, Any]:
 class Pipeline:
     """A loaded tagger with its vocabulary, labels and tokenizer convention; call it on text or tokens."""
 
-    def __init__(self, model: Tagger, vocab: Vocab, name: str, batch_size: int = 64, backend: str = "fp32"):
+    def __init__(self, model: Tagger, vocab: Vocab, name: str, batch_size: int = 256, backend: str = "fp32"):
         from tagger.backends import make_predictor
 
         self.name, self.vocab = name, vocab
@@ -215,10 +215,11 @@ def load_model(source: str | os.PathLike) -> tuple[Tagger, Vocab, str]:
     return loaded.tagger, loaded.vocab, resolved.store_tag or str(source)
 
 
-def load(source: str | os.PathLike, *, threads: int | None = None, batch_size: int = 64,
+def load(source: str | os.PathLike, *, threads: int | None = None, batch_size: int = 256,
          backend: str = "fp32") -> Pipeline:
     """A :class:`Pipeline` for the model at ``source``. ``threads``: torch CPU threads (None: torch's default);
-    ``batch_size``: windows per forward pass; ``backend``: what computes the model (:mod:`tagger.backends`:
+    ``batch_size``: at most that many windows per forward pass (and at most 2,048 padded tokens:
+    :class:`tagger.inference.Predictor`); ``backend``: what computes the model (:mod:`tagger.backends`:
     fp32, bf16, int8, onnx, onnx-int8)."""
     import torch
 

@@ -7,6 +7,7 @@ trained with document context tags whole documents the same way, in windows of i
 from __future__ import annotations
 
 import array
+import functools
 import itertools
 from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence
@@ -41,19 +42,34 @@ class TokenPrediction:
     score: float
 
 
-def encode_batch(vocab: Vocab, sentences: list[list[str]], max_word_chars: int = 40) -> dict[str, torch.Tensor]:
-    """Sentences -> the inputs of :class:`InferenceGraph`, each word type looked up once.
+TypeLookup = Callable[[str], "tuple[int, list[int]]"]
+
+
+def type_lookup(vocab: Vocab, max_word_chars: int = 40, cache_size: int | None = None) -> TypeLookup:
+    """word -> (word id, clipped character ids); with ``cache_size`` memoised in an LRU cache of that many words
+    (the vocabulary never changes after training, and a few thousand frequent words make most running text)."""
+    def lookup(word: str) -> tuple[int, list[int]]:
+        return vocab.word_id(word), clip_word(vocab.char_ids(word), max_word_chars)
+
+    return functools.lru_cache(maxsize=cache_size)(lookup) if cache_size else lookup
+
+
+def encode_batch(vocab: Vocab, sentences: list[list[str]], max_word_chars: int = 40,
+                 lookup: TypeLookup | None = None) -> dict[str, torch.Tensor]:
+    """Sentences -> the inputs of :class:`InferenceGraph`, each word type looked up once (by ``lookup``, default
+    :func:`type_lookup` of ``vocab`` uncached).
 
     Returns words (B,T) word ids, types (B,T) row of each token in ``type_chars`` (0 on padding),
     type_chars (U,L) character ids of each distinct token (row 0: the empty word of padding), mask (B,T).
     """
+    lookup = lookup or type_lookup(vocab, max_word_chars)
     index: dict[str, int] = {}
     rows = [[index.setdefault(t, len(index) + 1) for t in s] for s in sentences]
     T = max(len(r) for r in rows)
     types = _padded(rows, T, 0)  # (B,T)
-    distinct = list(index)  # in row order 1..U-1
-    type_words = _padded([[PAD_ID] + [vocab.word_id(t) for t in distinct]], len(distinct) + 1, PAD_ID)[0]  # (U,)
-    chars = [[]] + [clip_word(vocab.char_ids(t), max_word_chars) for t in distinct]
+    looked_up = [lookup(t) for t in index]  # in row order 1..U-1
+    type_words = _padded([[PAD_ID] + [w for w, _ in looked_up]], len(looked_up) + 1, PAD_ID)[0]  # (U,)
+    chars = [[]] + [c for _, c in looked_up]
     type_chars = _padded(chars, max(1, *map(len, chars)), PAD_ID)  # (U,L)
     mask = torch.arange(T) < torch.tensor([len(r) for r in rows])[:, None]  # (B,T)
     return {"words": type_words[types], "types": types, "type_chars": type_chars, "mask": mask}
@@ -100,13 +116,19 @@ class Predictor:
     """Tags lists of tokens with a trained tagger.
 
     ``backend`` computes the encoder output of a batch (default: the :class:`InferenceGraph` in
-    torch); the tag head (softmax or CRF Viterbi + marginals) always runs in torch.
+    torch); the tag head (softmax or CRF Viterbi + marginals) always runs in torch. A forward pass holds at
+    most ``batch_size`` windows and ``max_tokens`` padded positions (None: no token limit). ``cache_size``:
+    words whose id and characters are remembered between calls (0: none).
     """
 
     def __init__(self, tagger: Tagger, vocab: Vocab, batch_size: int = 256, window: int | None = None,
-                 overlap: int = 32, max_word_chars: int = 40, backend: Backend | None = None):
+                 overlap: int = 32, max_word_chars: int = 40, backend: Backend | None = None,
+                 max_tokens: int | None = 2048, cache_size: int = 2**16):
+        if batch_size < 1 or (max_tokens is not None and max_tokens < 1):
+            raise ValueError(f"need batch_size >= 1 and max_tokens >= 1 or None, got {batch_size}, {max_tokens}")
         self.tagger, self.vocab = tagger.eval(), vocab
-        self.batch_size, self.max_word_chars = batch_size, max_word_chars
+        self.batch_size, self.max_word_chars, self.max_tokens = batch_size, max_word_chars, max_tokens
+        self.lookup = type_lookup(vocab, max_word_chars, cache_size)
         self.graph = InferenceGraph(self.tagger).eval()
         self.backend: Backend = backend or (lambda b: self.graph(b["words"], b["types"], b["type_chars"], b["mask"]))
         self.backend_name: str = getattr(backend, "name", type(backend).__name__) if backend else "fp32"
@@ -132,12 +154,10 @@ class Predictor:
         for u, tokens in enumerate(streams):
             if tokens:
                 pieces += [(u, a, b) for a, b in windows(len(tokens), size, overlap)]
-        order = sorted(range(len(pieces)), key=lambda p: pieces[p][2] - pieces[p][1])
         piece_out: dict[int, tuple[list[int], list[float]]] = {}
-        for i in range(0, len(order), self.batch_size):
-            chunk = order[i : i + self.batch_size]
+        for chunk in self._batches([b - a for _, a, b in pieces]):
             batch = encode_batch(self.vocab, [streams[u][a:b] for u, a, b in (pieces[p] for p in chunk)],
-                                 self.max_word_chars)
+                                 lookup=self.lookup)
             # sentence edges inside each window: the CRF decodes each sentence as its own chain
             starts = sentence_starts([[o - a for o in offsets[u] if a < o < b] for u, a, b in (pieces[p] for p in chunk)],
                                      batch["mask"].shape[1])
@@ -147,23 +167,44 @@ class Predictor:
                 n = pieces[p][2] - pieces[p][1]
                 piece_out[p] = (pred[row][:n], prob[row][:n])
         # merge windows: token t keeps the prediction of the window where it is most central
-        best: list[list[tuple[int, int, float]]] = [[(-1, 0, 0.0)] * len(t) for t in streams]
+        merged: list[tuple[list[int], list[float]]] = [([], []) for _ in streams]  # per stream: tag ids, probs
+        margins: dict[int, list[int]] = {}  # streams cut into several windows: each token's best margin so far
         for p, (u, a, b) in enumerate(pieces):
             tags, probs = piece_out[p]
+            if b - a == len(streams[u]):  # the whole stream in one window (nearly every sentence)
+                merged[u] = (tags, probs)
+                continue
+            if u not in margins:
+                margins[u], merged[u] = [-1] * len(streams[u]), ([0] * len(streams[u]), [0.0] * len(streams[u]))
+            best, (best_tags, best_probs) = margins[u], merged[u]
             for j in range(b - a):
                 margin = min(j, b - a - 1 - j)
-                if margin > best[u][a + j][0]:
-                    best[u][a + j] = (margin, tags[j], probs[j])
+                if margin > best[a + j]:
+                    best[a + j], best_tags[a + j], best_probs[a + j] = margin, tags[j], probs[j]
         labels = self.vocab.labels
         out: list[list[TokenPrediction]] = [[] for _ in sentences]
-        for run, run_offsets, merged in zip(runs, offsets, best):
+        for run, run_offsets, (stream_tags, stream_probs) in zip(runs, offsets, merged):
             for s, start in zip(run, run_offsets):  # cut the stream back into its sentences
-                part = merged[start : start + len(sentences[s])]
-                tags = [labels[t] for _, t, _ in part]
+                end = start + len(sentences[s])
+                tags = [labels[t] for t in stream_tags[start:end]]
                 if len(run) > 1:
                     tags = close_entities(tags, self.vocab.tag_scheme, labels)
-                out[s] = [TokenPrediction(tag, float(pr)) for tag, (_, _, pr) in zip(tags, part)]
+                out[s] = [TokenPrediction(tag, pr) for tag, pr in zip(tags, stream_probs[start:end])]
         return out
+
+    def _batches(self, lengths: list[int]) -> list[list[int]]:
+        """Indices of the pieces, shortest first, cut into forward passes of at most ``batch_size`` pieces and
+        ``max_tokens`` padded positions (pieces x longest piece), so a batch of short sentences is not padded to
+        the length of one long one and a batch of long windows stays small. A piece longer than ``max_tokens``
+        is a batch of its own."""
+        batches: list[list[int]] = []
+        for p in sorted(range(len(lengths)), key=lengths.__getitem__):
+            if batches and len(batches[-1]) < self.batch_size and (
+                    self.max_tokens is None or (len(batches[-1]) + 1) * lengths[p] <= self.max_tokens):
+                batches[-1].append(p)
+            else:
+                batches.append([p])
+        return batches
 
     def tags(self, sentences: list[list[str]], docs: Sequence[Hashable] | None = None) -> list[list[str]]:
         return [[tp.tag for tp in sent] for sent in self.predict(sentences, docs)]

@@ -38,6 +38,33 @@ def test_batching_and_padding_do_not_change_predictions(tiny_pos_run):
         assert [t.score for t in a] == pytest.approx([t.score for t in b], abs=1e-5)
 
 
+def test_forward_passes_hold_at_most_batch_size_windows_and_max_tokens_padded_tokens(tiny_pos_run):
+    loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
+    lengths = [3, 40, 1, 9, 3, 120, 8, 2, 9, 30]
+    batches = Predictor(loaded.tagger, loaded.vocab, batch_size=4, max_tokens=32)._batches(lengths)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))  # every piece exactly once
+    flat = [lengths[i] for b in batches for i in b]
+    assert flat == sorted(lengths)  # shortest first, so a batch pads to its own longest piece
+    for b in batches:
+        assert len(b) <= 4
+        assert len(b) * max(lengths[i] for i in b) <= 32 or len(b) == 1  # a longer piece runs alone
+    assert [len(b) for b in batches] == [4, 3, 1, 1, 1]  # [1,2,3,3] [8,9,9] [30] [40] [120]
+    unlimited = Predictor(loaded.tagger, loaded.vocab, batch_size=4, max_tokens=None)._batches(lengths)
+    assert [len(b) for b in unlimited] == [4, 4, 2]
+
+
+def test_predictions_do_not_depend_on_the_token_budget_or_the_word_cache(tiny_pos_run):
+    loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
+    sents = [["the", "cat", "sees", "a", "tree"], ["a", "red", "car", "likes", "the", "old", "house", "."], ["dog"]] * 3
+    reference = Predictor(loaded.tagger, loaded.vocab, max_tokens=None, cache_size=0).predict(sents)
+    cached = Predictor(loaded.tagger, loaded.vocab, max_tokens=8)
+    for _ in range(2):  # the second call reads every word from the cache
+        out = cached.predict(sents)
+        assert [[t.tag for t in s] for s in out] == [[t.tag for t in s] for s in reference]
+        assert [t.score for s in out for t in s] == pytest.approx([t.score for s in reference for t in s], abs=1e-5)
+    assert cached.lookup.cache_info().hits > 0
+
+
 def test_long_input_is_windowed_not_truncated(tiny_pos_run):
     loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
     sent = ["the", "cat", "sees", "a", "dog", "."] * 50  # 300 tokens
