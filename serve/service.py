@@ -32,7 +32,7 @@ from serve.middleware import BodyLimit, fix_bentoml_timeout
 from serve.openapi import ServeContract
 from serve.schemas import (
     LIMITS, AttentionRequest, AttentionResponse, AttentionToken, EntitiesResponse, Entity, EntitySequence,
-    TaggedSequence, TagRequest, TagResponse, TokenOut,
+    TagRequest, TagResponse,
 )
 from tagger.api import entity_spans as decode_entities, join_sentences, make_sentence
 from tagger.backends import DEFAULT_BACKEND, check_backend
@@ -134,7 +134,7 @@ class TaggingService:
 
     def _tag_sentences(self, items: list[tuple[int, list[str]]]) -> list[list[tuple[str, float]]]:
         sentences, docs = [s for _, s in items], [d for d, _ in items]
-        return [[(p.tag, p.score) for p in sent] for sent in self.predictor.predict(sentences, docs)]
+        return self.predictor.predict(sentences, docs)  # (tag, score) named tuples
 
     async def predict(self, sentences: list[list[str]]) -> list[list[tuple[str, float]]]:
         """Tags of sentences: [(tag, probability)] per token; concurrent calls share model passes.
@@ -195,10 +195,10 @@ class TaggingService:
         results = []
         for seq in tagged:
             where = seq["offsets"] or [(None, None)] * len(seq["tokens"])
-            results.append(TaggedSequence(tokens=[
-                TokenOut(text=w, tag=tag, score=score, start=a, end=b)
-                for w, tag, score, (a, b) in zip(seq["tokens"], seq["tags"], seq["scores"], where)]))
-        return TagResponse(model=info["tag"], task=info["metadata"]["task"], results=results)
+            results.append({"tokens": [{"text": w, "tag": tag, "score": score, "start": a, "end": b}
+                                       for w, tag, score, (a, b) in zip(seq["tokens"], seq["tags"], seq["scores"], where)]})
+        # validated in one call (pydantic-core), not one model per token: the per-token objects showed in the profile
+        return TagResponse.model_validate({"model": info["tag"], "task": info["metadata"]["task"], "results": results})
 
     @bentoml.api(input_spec=TagRequest, output_spec=EntitiesResponse)
     async def entities(self, sentences: list[list[str]] | None = None,

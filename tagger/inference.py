@@ -9,8 +9,7 @@ from __future__ import annotations
 import array
 import functools
 import itertools
-from dataclasses import dataclass
-from typing import Callable, Hashable, Sequence
+from typing import Callable, Hashable, NamedTuple, Sequence
 
 import torch
 import torch.nn as nn
@@ -36,8 +35,7 @@ def windows(n: int, size: int, overlap: int) -> list[tuple[int, int]]:
         start += stride
 
 
-@dataclass
-class TokenPrediction:
+class TokenPrediction(NamedTuple):  # a tuple: made once per token, so it should cost no more than one
     tag: str
     score: float
 
