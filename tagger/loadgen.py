@@ -8,7 +8,8 @@ Each of ``--clients`` clients sends one request, waits for its answer, and sends
 service rather than an ever-growing queue. Requests carry ``--sentences`` EWT test sentences each
 (``{"sentences": [[token, ...], ...]}``), cycling through the corpus; ``--tokens 20`` instead sends
 sentences of exactly 20 tokens (the latency target). An answer counts as an error unless it is HTTP
-200 with one tag per token sent. With ``--pid`` the RSS of that process and its children is sampled
+200 with one tag per token sent. ``--get`` sends bodiless GETs instead (``--url .../livez``: what the
+server costs per request before any tagging). With ``--pid`` the RSS of that process and its children is sampled
 every second (the soak test). Prints one JSON object.
 """
 from __future__ import annotations
@@ -164,14 +165,16 @@ def _tags_per_sentence(body: Any) -> list[int] | None:
 
 
 async def _client(session, url: str, bodies: Iterator[list[list[str]]], deadline: float, timeout: float,
-                  result: LoadResult) -> None:
+                  result: LoadResult, get: bool = False) -> None:
     import aiohttp
 
     while time.perf_counter() < deadline:
         sents = next(bodies)  # clients share one event loop thread: no lock needed
         started = time.perf_counter()
+        request = (session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) if get else
+                   session.post(url, json={"sentences": sents}, timeout=aiohttp.ClientTimeout(total=timeout)))
         try:
-            async with session.post(url, json={"sentences": sents}, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+            async with request as r:
                 raw = await r.read()
                 status = r.status
         except asyncio.TimeoutError:
@@ -188,6 +191,9 @@ async def _client(session, url: str, bodies: Iterator[list[list[str]]], deadline
         if status != 200:
             result.errors[f"http_{status}"] += 1
             continue
+        if get:  # a probe such as /livez: any 200 answer is right
+            result.latencies_ms.append(elapsed)
+            continue
         try:
             counts = _tags_per_sentence(json.loads(raw))
         except ValueError:
@@ -200,7 +206,7 @@ async def _client(session, url: str, bodies: Iterator[list[list[str]]], deadline
 
 
 async def _run(url: str, clients: int, duration: float, bodies: Iterator[list[list[str]]], timeout: float,
-               per_request: int, pid: int | None) -> LoadResult:
+               per_request: int, pid: int | None, get: bool = False) -> LoadResult:
     import aiohttp
 
     result = LoadResult(clients, duration, per_request)
@@ -218,7 +224,7 @@ async def _run(url: str, clients: int, duration: float, bodies: Iterator[list[li
     connector = aiohttp.TCPConnector(limit=clients, force_close=False)
     async with aiohttp.ClientSession(connector=connector) as session:
         deadline = time.perf_counter() + duration
-        await asyncio.gather(*(_client(session, url, bodies, deadline, timeout, result) for _ in range(clients)))
+        await asyncio.gather(*(_client(session, url, bodies, deadline, timeout, result, get) for _ in range(clients)))
     result.duration_s = time.perf_counter() - started
     stop.set()
     if sampler:
@@ -228,14 +234,16 @@ async def _run(url: str, clients: int, duration: float, bodies: Iterator[list[li
 
 
 def run_load(url: str, clients: int, duration: float, sentences: list[list[str]], per_request: int = 1,
-             tokens: int | None = None, timeout: float = 30.0, pid: int | None = None) -> dict[str, Any]:
-    """Drive the service at ``url`` with ``clients`` closed-loop clients for ``duration`` seconds."""
+             tokens: int | None = None, timeout: float = 30.0, pid: int | None = None,
+             get: bool = False) -> dict[str, Any]:
+    """Drive the service at ``url`` with ``clients`` closed-loop clients for ``duration`` seconds. ``get``: GET
+    ``url`` instead (no body; every 200 answer counts), e.g. ``/livez`` for the server's per-request floor."""
     if clients < 1 or duration <= 0 or per_request < 1:
         raise ValueError("need clients >= 1, duration > 0 and sentences per request >= 1")
-    bodies = payloads(sentences, per_request, tokens)
-    result = asyncio.run(_run(url, clients, duration, bodies, timeout, per_request, pid))
+    bodies = itertools.repeat([]) if get else payloads(sentences, per_request, tokens)
+    result = asyncio.run(_run(url, clients, duration, bodies, timeout, per_request, pid, get))
     out = result.summary()
-    out["tokens_per_sentence"] = tokens if tokens is not None else "EWT test sentences"
+    out["tokens_per_sentence"] = None if get else tokens if tokens is not None else "EWT test sentences"
     return out
 
 
@@ -327,13 +335,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=30.0, help="seconds (default: %(default)s)")
     parser.add_argument("--sentences", type=int, default=1, help="sentences per request (default: %(default)s)")
     parser.add_argument("--tokens", type=int, help="send sentences of exactly this many tokens")
+    parser.add_argument("--get", action="store_true", help="GET --url with no body (e.g. /livez); any 200 is right")
     parser.add_argument("--timeout", type=float, default=30.0, help="per-request timeout, seconds")
     parser.add_argument("--pid", type=int, help="sample this process tree's RSS every second")
     parser.add_argument("--data-dir", default=os.environ.get("TAGGER_DATA_DIR", "data"))
     parser.add_argument("--max-errors", type=int, help="exit 1 if more errors than this (e.g. 0 for the soak test)")
     args = parser.parse_args(argv)
-    out = run_load(args.url, args.clients, args.duration, load_sentences(args.data_dir), args.sentences, args.tokens,
-                   args.timeout, args.pid)
+    out = run_load(args.url, args.clients, args.duration, [] if args.get else load_sentences(args.data_dir),
+                   args.sentences, args.tokens, args.timeout, args.pid, args.get)
     print(json.dumps(out))
     failed = args.max_errors is not None and out["errors"] > args.max_errors
     if args.pid and out.get("memory") and not out["memory"]["stable"]:

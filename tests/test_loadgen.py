@@ -1,0 +1,40 @@
+"""tagger.loadgen's bodiless GET mode (the HTTP floor of make bench) against a local server."""
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tagger.loadgen import run_load
+
+
+class _Probe(BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 - http.server's name
+        status = 200 if self.path == "/livez" else 503
+        self.send_response(status)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Probe)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def test_get_mode_counts_every_200_as_answered(server):
+    out = run_load(server + "/livez", 4, 0.5, [], get=True)
+    assert out["requests"] > 0 and out["ok"] == out["requests"] and out["errors"] == 0
+    assert out["tokens_per_s"] == 0 and out["tokens_per_sentence"] is None
+
+
+def test_get_mode_counts_other_statuses_as_errors(server):
+    out = run_load(server + "/down", 2, 0.3, [], get=True)
+    assert out["requests"] > 0 and out["ok"] == 0 and out["error_kinds"] == {"http_503": out["requests"]}
