@@ -161,7 +161,7 @@ def export_onnx(tagger: Tagger, vocab: Vocab) -> tuple[bytes, dict[str, Any]]:
     ONNX LSTM ``sequence_lens``), then torch.export (window_fc, whose ``unfold`` the first cannot
     size); the first whose graph agrees with torch wins.
     """
-    graph = InferenceGraph(tagger.eval()).eval()
+    graph = InferenceGraph(tagger.eval(), char_buckets=()).eval()  # no Python-side grouping in the traced graph
     example = _example_batch(vocab)
     errors = []
     for exporter, dynamo in (("torchscript", False), ("dynamo", True)):

@@ -88,21 +88,48 @@ class InferenceGraph(nn.Module):
     forward(words (B,T), types (B,T), type_chars (U,L), mask (B,T)) -> h (B,T,H), the encoder output the
     tag head decodes. What the Predictor runs, and what ``python -m tagger.export`` writes to ONNX.
     ``tests/test_export.py`` checks it equals ``Tagger.encode`` on the padded batch.
+
+    ``char_buckets`` (widths, ascending): the distinct words are grouped by length and each group's characters
+    cut to the group's width, so one long token (a URL) does not widen every word's character grid to
+    ``max_word_chars``. Exact: padding characters are masked out of the CNN's max. The grouping reads the
+    lengths in Python, so the ONNX export builds the graph without it (``()``).
     """
 
-    def __init__(self, tagger: Tagger):
+    def __init__(self, tagger: Tagger, char_buckets: Sequence[int] = (8, 16)):
         super().__init__()
         self.embedder, self.encoder = tagger.embedder, tagger.encoder
+        self.char_buckets = sorted(char_buckets)
 
     def forward(self, words: torch.Tensor, types: torch.Tensor, type_chars: torch.Tensor,
                 mask: torch.Tensor) -> torch.Tensor:
         feats = []
         if self.embedder.word is not None:
             feats.append(self.embedder.lookup(words))  # (B,T,word_dim)
-        per_type = self.embedder.spelling(type_chars.unsqueeze(0))  # (1,U,char_filters+case_dim) or None
+        per_type = self._spelling(type_chars)  # (U,char_filters+case_dim) or None
         if per_type is not None:
-            feats.append(per_type.squeeze(0)[types])  # (B,T,char_filters+case_dim)
+            feats.append(per_type[types])  # (B,T,char_filters+case_dim)
         return self.encoder(torch.cat(feats, dim=-1), mask)  # (B,T,H)
+
+    def _spelling(self, type_chars: torch.Tensor) -> torch.Tensor | None:
+        """type_chars (U,L) -> (U,char_filters+case_dim), or None for an embedder without character features."""
+        U, L = type_chars.shape
+        widths = [w for w in self.char_buckets if w < L]
+        if not widths:
+            out = self.embedder.spelling(type_chars.unsqueeze(0))  # (1,U,F) or None
+            return None if out is None else out.squeeze(0)
+        lengths = (type_chars != PAD_ID).sum(dim=1)  # (U,)
+        order = torch.argsort(lengths)  # (U,) shortest first
+        cuts = torch.searchsorted(lengths[order], torch.tensor(widths), right=True).tolist() + [U]
+        parts, start = [], 0
+        for cut, width in zip(cuts, widths + [L]):
+            if cut > start:  # the words of length <= width not in an earlier group, cut to width characters
+                part = self.embedder.spelling(type_chars[order[start:cut], :width].unsqueeze(0))  # (1,n,F) or None
+                if part is None:
+                    return None
+                parts.append(part.squeeze(0))
+                start = cut
+        grouped = torch.cat(parts)  # (U,F) in length order
+        return torch.empty_like(grouped).index_copy_(0, order, grouped)  # (U,F) in row order
 
 
 # a backend maps encode_batch's tensors to the encoder output h (B,T,H): the InferenceGraph itself in

@@ -56,17 +56,25 @@ VARIANTS = {
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
-def test_inference_graph_equals_tagger_encode(tmp_path, name):
-    """Char CNN once per distinct word == once per padded token position, for every encoder."""
+@pytest.mark.parametrize("buckets", [(), (8, 16), (1, 3, 5)])
+def test_inference_graph_equals_tagger_encode(tmp_path, name, buckets):
+    """Char CNN once per distinct word, its words grouped by length (``char_buckets``) or not == once per padded
+    token position, for every encoder."""
     tagger, vocab = _tagger(tmp_path, VARIANTS[name])
     batch = collate([encode_sentence(vocab, s) for s in SENTENCES])
     fast = encode_batch(vocab, SENTENCES)
     assert torch.equal(fast["mask"], batch["mask"]) and torch.equal(fast["words"], batch["words"])
     with torch.inference_mode():
         ref = tagger.encode(batch)
-        got = InferenceGraph(tagger)(fast["words"], fast["types"], fast["type_chars"], fast["mask"])
+    graph = InferenceGraph(tagger, char_buckets=buckets)
+    widths = []  # the character width of each call of the CNN
+    graph.embedder.spelling = lambda chars, f=graph.embedder.spelling: widths.append(chars.shape[-1]) or f(chars)
+    with torch.inference_mode():
+        got = graph(fast["words"], fast["types"], fast["type_chars"], fast["mask"])
     m = batch["mask"]
     torch.testing.assert_close(got[m], ref[m], atol=1e-5, rtol=1e-5)
+    # one group per width that has words (lengths here: 0 for padding, 1 to 7, and one clipped to 40)
+    assert widths == {(): [40], (8, 16): [8, 40], (1, 3, 5): [1, 3, 5, 40]}[buckets]
 
 
 def test_encode_batch_shares_one_row_per_distinct_word():
