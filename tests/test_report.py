@@ -3,6 +3,7 @@ and on real tiny trained runs (re-evaluation: length buckets, attention maps, ex
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -131,6 +132,9 @@ def test_best_is_chosen_by_dev_not_test(tmp_path, compare_sweep):
     assert best["variant"] == "bilstm" and best["model"] == "bilstm" and best["config"]["model_name"] == "bilstm"
     assert "dev" in best["reason"] and best["selected_by"] == "dev acc"
     assert best["checkpoint"].endswith("best.ckpt")
+    # the run's output dirs, absolute in its config, are relative to where the report ran
+    assert best["config"]["output_dir"] == os.path.relpath(compare_sweep / "bilstm_seed1")
+    assert best["config"]["trainer"]["default_root_dir"] == best["config"]["output_dir"]
 
 
 def test_failed_and_never_started_runs_are_listed(tmp_path, compare_sweep):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -38,8 +39,18 @@ def best_json(best: Run, c: Context) -> dict[str, Any]:
         "dev": best.metrics.get("dev"),
         "test": best.metrics.get("test"),
         "command": best.metrics.get("command"),
-        "config": best.config,
+        "config": _relative_paths(best.config, Path.cwd()),
     }
+
+
+def _relative_paths(value: Any, base: Path) -> Any:
+    """``value`` (a run's resolved config) with every absolute path relative to ``base``, the folder the report runs
+    from: a committed best.json names no folder of the machine that wrote it (run output dirs, the corpus folder)."""
+    if isinstance(value, dict):
+        return {k: _relative_paths(v, base) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_relative_paths(v, base) for v in value]
+    return os.path.relpath(value, base) if isinstance(value, str) and os.path.isabs(value) else value
 
 
 _OUR_FILES = ("report.md", "report.html", "best.json", "main.png", "per_tag.png", "per_type.png", "length_buckets.png",
