@@ -173,7 +173,7 @@ def bench(args) -> dict[str, Any]:
     for name, (nlp, description, attr) in peers.items():
         tps = round(statistics.median(speeds[name]))
         row = {"peer": name, "description": description, "tokens_per_s": tps, "runs_tokens_per_s": speeds[name],
-               "ratio_default": round(by_name[chosen]["tokens_per_s"] / tps, 2),
+               "ratio_fastest": round(by_name[chosen]["tokens_per_s"] / tps, 2),
                "ratio_fp32": round(fp32["tokens_per_s"] / tps, 2), "command": f"{COMMAND} (peer {name})"}
         if name == "en_core_web_sm":
             row["test_upos_acc"] = accuracy(run_spacy(nlp, test, args.batch_size, attr), test_gold)
@@ -195,7 +195,7 @@ def bench(args) -> dict[str, Any]:
 TARGETS = [
     ("in-process tokens/s of the fastest backend within 0.05 accuracy points of fp32",
      lambda r: next(b["tokens_per_s"] for b in r["backends"] if b["backend"] == r["chosen_default"]), ">=", 200_000),
-    ("project fastest backend / spaCy tagger", lambda r: next(p["ratio_default"] for p in r["peers"]
+    ("project fastest backend / spaCy tagger", lambda r: next(p["ratio_fastest"] for p in r["peers"]
                                                       if p["peer"] == "spacy-tagger"), ">=", 3.5),
     ("HTTP 1 sentence, 32 clients: requests/s", lambda r: r["http"]["single"]["requests_per_s"], ">=", 2000),
     ("HTTP 1 sentence, 32 clients: p99 ms", lambda r: r["http"]["single"]["p99_ms"], "<=", 50),
@@ -248,7 +248,7 @@ def render(res: dict[str, Any]) -> str:
                   "| test UPOS acc |",
                   "|---|---|---|---|---|"]
         for p in res["peers"]:
-            lines.append(f"| {p['peer']}: {p['description']} | {p['tokens_per_s']:,} | {p['ratio_default']:.2f}× | "
+            lines.append(f"| {p['peer']}: {p['description']} | {p['tokens_per_s']:,} | {p['ratio_fastest']:.2f}× | "
                          f"{p['ratio_fp32']:.2f}× | {p.get('test_upos_acc', '—')} |")
         lines.append("")
     if res.get("http"):
