@@ -121,8 +121,8 @@ class MultiHeadSelfAttention(nn.Module):
         attn_mask = torch.where(allowed, zero if bias is None else bias.to(q.dtype), float("-inf"))
         B, h, T, d = q.shape
         if not self.training and T <= GEMM_MAX_LEN:
-            # inference on short inputs: two batched GEMMs around a softmax; on CPU they beat the flash kernel's
-            # tiling by ~1.5x up to 128 tokens (tagger.bench_backends), and dropout is off
+            # inference on short inputs: two batched GEMMs around a softmax; on a 2-core CPU, for batches of 16-256
+            # sentences x 4 heads x 32 dims, 1.2-2x faster than the flash kernel up to 128 tokens; no dropout here
             scores = torch.baddbmm(attn_mask.expand(B, h, T, T).reshape(B * h, T, T), q.reshape(B * h, T, d),
                                    k.reshape(B * h, T, d).transpose(1, 2), alpha=self.score.fused_scale)  # (B*h,T,T)
             return torch.bmm(torch.softmax(scores, dim=-1), v.reshape(B * h, T, d)).view(B, h, T, d)  # (B,h,T,hs)
