@@ -218,7 +218,7 @@ def load_model(source: str | os.PathLike) -> tuple[Tagger, Vocab, str]:
 def load(source: str | os.PathLike, *, threads: int | None = None, batch_size: int = 256,
          backend: str = "fp32") -> Pipeline:
     """A :class:`Pipeline` for the model at ``source``. ``threads``: torch CPU threads (None: torch's default);
-    ``batch_size``: at most that many windows per forward pass (and at most 2,048 padded tokens:
+    ``batch_size``: at most that many windows per forward pass (within the padded-token budget of
     :class:`tagger.inference.Predictor`); ``backend``: what computes the model (:mod:`tagger.backends`:
     fp32, bf16, int8, onnx, onnx-int8)."""
     import torch
