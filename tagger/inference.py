@@ -214,7 +214,7 @@ class Predictor:
                 tags = [labels[t] for t in stream_tags[start:end]]
                 if len(run) > 1:
                     tags = close_entities(tags, self.vocab.tag_scheme, labels)
-                out[s] = [TokenPrediction(tag, pr) for tag, pr in zip(tags, stream_probs[start:end])]
+                out[s] = list(map(TokenPrediction, tags, stream_probs[start:end]))
         return out
 
     def _batches(self, lengths: list[int]) -> list[list[int]]:

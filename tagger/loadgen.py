@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import itertools
 import json
 import os
@@ -241,7 +242,13 @@ def run_load(url: str, clients: int, duration: float, sentences: list[list[str]]
     if clients < 1 or duration <= 0 or per_request < 1:
         raise ValueError("need clients >= 1, duration > 0 and sentences per request >= 1")
     bodies = itertools.repeat([]) if get else payloads(sentences, per_request, tokens)
-    result = asyncio.run(_run(url, clients, duration, bodies, timeout, per_request, pid, get))
+    # the client's own heap (corpus, imports) out of the collector's sight while it measures: else a full
+    # collection in this process pauses every client at once and shows up as the service's latency
+    gc.freeze()
+    try:
+        result = asyncio.run(_run(url, clients, duration, bodies, timeout, per_request, pid, get))
+    finally:
+        gc.unfreeze()
     out = result.summary()
     out["tokens_per_sentence"] = None if get else tokens if tokens is not None else "EWT test sentences"
     return out

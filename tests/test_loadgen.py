@@ -38,3 +38,21 @@ def test_get_mode_counts_every_200_as_answered(server):
 def test_get_mode_counts_other_statuses_as_errors(server):
     out = run_load(server + "/down", 2, 0.3, [], get=True)
     assert out["requests"] > 0 and out["ok"] == 0 and out["error_kinds"] == {"http_503": out["requests"]}
+
+
+def test_the_heap_is_frozen_only_while_the_load_runs(server, monkeypatch):
+    import gc
+
+    import tagger.loadgen as loadgen
+
+    seen = []
+    real = loadgen._run
+
+    async def spy(*args):
+        seen.append(gc.get_freeze_count())
+        return await real(*args)
+
+    monkeypatch.setattr(loadgen, "_run", spy)
+    run_load(server + "/livez", 2, 0.2, [], get=True)
+    assert seen[0] > 0  # the client's heap was out of the collector's sight while it measured
+    assert gc.get_freeze_count() == 0  # and is given back afterwards
