@@ -279,6 +279,12 @@ def test_report_on_a_real_run_reevaluates_its_checkpoint(tmp_path, tiny_pos_run)
     stamp = cache[0].stat().st_mtime_ns
     run_report(tmp_path, [tmp_path / "runs"])
     assert cache[0].stat().st_mtime_ns == stamp  # second report read the cache
+    import tagger.report.evaluation as evaluation
+
+    with pytest.MonkeyPatch.context() as mp:  # the prediction code changed: the run is evaluated again
+        mp.setattr(evaluation, "prediction_code_hash", lambda: "another version of the code")
+        run_report(tmp_path, [tmp_path / "runs"])
+    assert cache[0].stat().st_mtime_ns != stamp
     page = (out / "report.html").read_text()
     assert page.count("data:image/png;base64,") == len(list(out.glob("*.png")))
 

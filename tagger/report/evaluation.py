@@ -1,5 +1,6 @@
 """Re-evaluation of each run's best checkpoint on the test split, through :func:`tagger.evaluate.score_split`
-(the prediction and scoring that training and ``python -m tagger.evaluate`` use); cached per checkpoint."""
+(the prediction and scoring that training and ``python -m tagger.evaluate`` use); cached per checkpoint and version
+of the prediction code."""
 from __future__ import annotations
 
 import gzip
@@ -12,6 +13,20 @@ from typing import Any
 from tagger.report.sweeps import ReportError, Run
 
 CACHE_VERSION = 1
+# the code a cached evaluation depends on: its predictions and its tokens/s are measured again when any of it changes
+PREDICTION_CODE = ("inference.py", "evaluate.py", "metrics.py", "checkpoint.py", "data/vocab.py", "data/encoding.py",
+                   "models")
+
+
+def prediction_code_hash() -> str:
+    """sha1 of the sources in :data:`PREDICTION_CODE` (files of a folder in sorted order)."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha1()
+    for name in PREDICTION_CODE:
+        path = root / name
+        for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    return digest.hexdigest()
 
 
 def checkpoint_of(run: Run) -> Path | None:
@@ -53,7 +68,8 @@ def evaluate_run(run: Run, cache_dir: Path, threads: int, batch_size: int, data_
     stat = ckpt.stat()
     windowed = run.max_train_len is not None and (run.config.get("model") or {}).get("pos_encoding") == "learned"
     key = {"version": CACHE_VERSION, "checkpoint": str(ckpt.resolve()), "mtime_ns": stat.st_mtime_ns,
-           "size": stat.st_size, "threads": threads, "batch_size": batch_size, "windowed": windowed}
+           "size": stat.st_size, "threads": threads, "batch_size": batch_size, "windowed": windowed,
+           "code": prediction_code_hash()}
     cache = cache_dir / f"{run.path.name}-{hashlib.sha1(str(run.path.resolve()).encode()).hexdigest()[:8]}.json.gz"
     if cache.exists():
         try:
