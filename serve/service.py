@@ -114,6 +114,7 @@ class TaggingService:
         import torch
 
         from tagger.backends import make_predictor
+        from tagger.inference import BATCH_SIZE, MAX_TOKENS
         from tagger.package import load_packaged
 
         if threads := int(os.environ.get("TAGGER_TORCH_THREADS", "0")):
@@ -124,8 +125,8 @@ class TaggingService:
         # forward passes of at most TAGGER_BATCH_SIZE windows and TAGGER_BATCH_TOKENS padded tokens: the sentences
         # of merged requests, shortest first, are not all padded to the longest one's length
         self.predictor = make_predictor(packaged.tagger, packaged.vocab, BACKEND, threads=threads or None,
-                                        batch_size=int(os.environ.get("TAGGER_BATCH_SIZE", "256")),
-                                        max_tokens=int(os.environ.get("TAGGER_BATCH_TOKENS", "2048")))
+                                        batch_size=int(os.environ.get("TAGGER_BATCH_SIZE", BATCH_SIZE)),
+                                        max_tokens=int(os.environ.get("TAGGER_BATCH_TOKENS", MAX_TOKENS)))
         self._info = {"tag": packaged.tag, "metadata": packaged.metadata, "config": packaged.config,
                       "window": self.predictor.window, "doc_window": self.predictor.doc_window,
                       "tokenizer": packaged.vocab.tokenizer, "backend": self.predictor.backend_name}

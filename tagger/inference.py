@@ -137,6 +137,10 @@ class InferenceGraph(nn.Module):
 Backend = Callable[[dict[str, torch.Tensor]], torch.Tensor]
 
 
+BATCH_SIZE = 256  # windows per forward pass
+MAX_TOKENS = 2048  # padded token positions per forward pass
+
+
 class Predictor:
     """Tags lists of tokens with a trained tagger.
 
@@ -146,9 +150,9 @@ class Predictor:
     words whose id and characters are remembered between calls (0: none).
     """
 
-    def __init__(self, tagger: Tagger, vocab: Vocab, batch_size: int = 256, window: int | None = None,
+    def __init__(self, tagger: Tagger, vocab: Vocab, batch_size: int = BATCH_SIZE, window: int | None = None,
                  overlap: int = 32, max_word_chars: int = 40, backend: Backend | None = None,
-                 max_tokens: int | None = 2048, cache_size: int = 2**16):
+                 max_tokens: int | None = MAX_TOKENS, cache_size: int = 2**16):
         if batch_size < 1 or (max_tokens is not None and max_tokens < 1):
             raise ValueError(f"need batch_size >= 1 and max_tokens >= 1 or None, got {batch_size}, {max_tokens}")
         self.tagger, self.vocab = tagger.eval(), vocab
