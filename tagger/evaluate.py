@@ -34,6 +34,7 @@ class SplitEvaluation:
     gold: list[list[str]]
     pred: list[list[str]]
     unseen: list[list[bool]]  # per token: not in the model's training vocabulary
+    unknown: list[list[bool]]  # per token: in no row of the vocabulary (unseen and without a vector: UNK)
     seconds: float  # prediction of the whole split, after the warm-up
     n_tokens: int
     window: int  # the predictor's window and overlap (sentences longer than the window are tagged in pieces)
@@ -57,10 +58,11 @@ def score_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_siz
     pred = predictor.tags(tokens, split_docs(split))
     seconds = time.perf_counter() - started
     unseen = [[vocab.is_unseen(w) for w in sent] for sent in tokens]
+    unknown = [[vocab.is_unknown(w) for w in sent] for sent in tokens]
     metrics = task_metrics(vocab.task, gold, pred, unseen, vocab.tag_scheme or "IOB2")
     n = sum(len(s) for s in tokens)
     metrics["predict_tokens_per_s"] = round(n / seconds, 1) if seconds else None
-    return SplitEvaluation(metrics, gold, pred, unseen, seconds, n, predictor.window, predictor.overlap)
+    return SplitEvaluation(metrics, gold, pred, unseen, unknown, seconds, n, predictor.window, predictor.overlap)
 
 
 def evaluate_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_size: int = 256) -> dict[str, Any]:

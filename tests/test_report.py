@@ -353,3 +353,28 @@ def test_html_is_the_markdown_rendered_with_figures_inlined(tmp_path):
     assert "<code>a|b</code>" in page and '<td class="num">92.10 ± 0.31</td>' in page
     assert "<em>caption with <strong>bold</strong></em>" in page
     assert 'src="data:image/png;base64,iVBORw0KGgpmYWtl"' in page
+
+
+def test_unseen_words_of_a_vectors_model_split_by_whether_the_vectors_cover_them(tmp_path, tiny_data):
+    from tests.test_vectors import DIM, write_vectors
+
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data, data)
+    test = data / "ud_english_ewt" / "en_ewt-ud-test.conllu"
+    words = ["the", "zebra", "sees", "an", "okapi"]  # zebra: only the vectors know it; okapi: nobody does
+    test.write_text(test.read_text() + "# sent_id = extra\n" + "".join(
+        f"{j}\t{w}\t{w}\t{t}\t_\t_\t0\tdep\t_\t_\n" for j, (w, t) in
+        enumerate(zip(words, ["DET", "NOUN", "VERB", "DET", "NOUN"]), 1)) + "\n")
+    vec = write_vectors(tmp_path / "v.txt", words=["zebra"])
+    run = train_tiny(tmp_path / "runs" / "glove_seed1", data, [
+        f"embedder.vectors={vec}", f"embedder.word_dim={DIM}", "model=bilstm", "model.hidden_dim=16",
+        "trainer.max_epochs=1"])
+    out = tmp_path / "out"
+    assert report_main([str(run.parent), "--out", str(out), "--threads", "1", "--data-dir", str(data)]) == 0
+    md = (out / "report.md").read_text()
+    assert "| unseen, in the vectors | unseen, in neither (UNK) |" in md
+    seen_table = md[md.index("| variant | seen words | unseen words | unseen, in the vectors"):]
+    first_row = seen_table.splitlines()[2]
+    n_vec, n_unk = first_row.strip("|").split("|")[-1].strip().split(" / ")
+    assert int(n_vec) == 1  # zebra
+    assert int(n_unk.replace(",", "")) >= 1  # okapi, and any word of the generated test sentences unseen in training

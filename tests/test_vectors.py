@@ -69,6 +69,9 @@ def test_vocab_keeps_training_words_first_then_vector_words(tmp_path):
     assert vocab.word_id("zebra") == 6 and vocab.is_unseen("zebra") and not vocab.is_unseen("cat")
     assert vocab.word_id("ZEBRA") == 6  # exact first, then lowercased
     assert vocab.word_id("okapi") == 1
+    # unseen splits into words the vectors cover and words in neither (UNK)
+    assert vocab.is_unknown("okapi") and vocab.is_unseen("okapi")
+    assert not vocab.is_unknown("zebra") and not vocab.is_unknown("cat")
     again = Vocab.from_dict(json.loads(json.dumps(vocab.to_dict())))
     assert again == vocab and again.word_id("Zebra") == 6 and again.num_trained == 4
 

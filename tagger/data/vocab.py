@@ -148,6 +148,11 @@ class Vocab:
         i = self._lookup(word)
         return i is None or i >= self.num_trained
 
+    def is_unknown(self, word: str) -> bool:
+        """True for a word with no row in the vocabulary: neither in training nor in the vectors (it reaches the
+        model as UNK, with only its characters to go by)."""
+        return self._lookup(word) is None
+
     # -- persistence ------------------------------------------------------------------------
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if not k.startswith("_")}

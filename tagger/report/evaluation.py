@@ -12,7 +12,7 @@ from typing import Any
 
 from tagger.report.sweeps import ReportError, Run
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 # the code a cached evaluation depends on: its predictions and its tokens/s are measured again when any of it changes
 PREDICTION_CODE = ("inference.py", "evaluate.py", "metrics.py", "checkpoint.py", "data/vocab.py", "data/encoding.py",
                    "models")
@@ -45,15 +45,21 @@ def decode(ev: dict[str, Any], key: str) -> list[list[str]]:
     return [[labels[i] for i in s] for s in ev[key]]
 
 
-def unseen_mask(ev: dict[str, Any]) -> list[list[bool]]:
-    return [[c == "1" for c in s] for s in ev["unseen"]]
+def unseen_mask(ev: dict[str, Any], kind: str = "unseen") -> list[list[bool]]:
+    """Per token: ``unseen`` (not in training), ``unknown`` (not in training nor in the vectors: UNK) or
+    ``vector`` (not in training, in the vectors)."""
+    unseen = [[c == "1" for c in s] for s in ev["unseen"]]
+    if kind == "unseen":
+        return unseen
+    unknown = [[c == "1" for c in s] for s in ev["unknown"]]
+    return unknown if kind == "unknown" else [[u and not k for u, k in zip(us, ks)] for us, ks in zip(unseen, unknown)]
 
 
 def evaluate_run(run: Run, cache_dir: Path, threads: int, batch_size: int, data_dir: str | None) -> dict[str, Any]:
     """Predict the test split with the run's best checkpoint and saved vocab; cached in ``cache_dir``.
 
     Returns {"labels", "gold", "pred" (label ids per sentence), "unseen" ("0"/"1" per token, from the
-    model's vocab), "scheme", "tokens_per_s", "seconds", "n_tokens", "threads", "loadavg", and for
+    model's vocab), "unknown" (likewise: not in the vocabulary at all, so not in the vectors either), "scheme", "tokens_per_s", "seconds", "n_tokens", "threads", "loadavg", and for
     runs trained on short sentences with a learned position table "pred_windowed" (tagged in
     overlapping windows of ``window`` = data.max_train_len tokens)}.
     """
@@ -89,6 +95,7 @@ def evaluate_run(run: Run, cache_dir: Path, threads: int, batch_size: int, data_
     ev = {
         "key": key, "labels": labels, "gold": _encode(scored.gold, index), "pred": _encode(scored.pred, index),
         "unseen": ["".join("1" if u else "0" for u in s) for s in scored.unseen],
+        "unknown": ["".join("1" if u else "0" for u in s) for s in scored.unknown],
         "scheme": loaded.vocab.tag_scheme, "task": loaded.vocab.task,
         "tokens_per_s": scored.n_tokens / scored.seconds if scored.seconds else None, "seconds": scored.seconds,
         "n_tokens": scored.n_tokens, "threads": threads, "loadavg": os.getloadavg()[0], "max_len": loaded.tagger.max_len,

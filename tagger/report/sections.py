@@ -210,25 +210,45 @@ def section_length_unseen(c: Context) -> None:
                        "in the bucket), one line per variant, whiskers ± std over seeds.")
         d.p(_length_verdict(groups, stats, names, first))
 
-    # seen vs unseen: from the re-evaluation when there is one, else metrics.json (POS has both)
-    seen, unseen, counts = {}, {}, None
+    # seen vs unseen: from the re-evaluation when there is one, else metrics.json (POS has both); unseen words of
+    # models with vectors split into those the vectors cover and those that reach the model as UNK
+    seen, unseen, by_vector, counts, split_counts = {}, {}, {}, None, {}
     for g in c.done:
-        s_vals, u_vals = [], []
+        s_vals, u_vals, v_vals, k_vals = [], [], [], []
         for r in g.runs:
             if r.evaluation:
-                acc = token_accuracy(decode(r.evaluation, "gold"), decode(r.evaluation, "pred"), unseen_mask(r.evaluation))
+                gold, pred = decode(r.evaluation, "gold"), decode(r.evaluation, "pred")
+                acc = token_accuracy(gold, pred, unseen_mask(r.evaluation))
                 counts = (acc["n_tokens"] - acc["n_unseen"], acc["n_unseen"])
+                if "unknown" in r.evaluation:
+                    vec = token_accuracy(gold, pred, unseen_mask(r.evaluation, "vector"))
+                    unk = token_accuracy(gold, pred, unseen_mask(r.evaluation, "unknown"))
+                    v_vals.append(vec["acc_unseen"])
+                    k_vals.append(unk["acc_unseen"])
+                    split_counts.setdefault(g.variant, (vec["n_unseen"], unk["n_unseen"]))
             else:
                 acc = r.metrics.get("test") or {}
             s_vals.append(acc.get("acc_seen"))
             u_vals.append(acc.get("acc_unseen"))
         seen[g.variant], unseen[g.variant] = mean_std(s_vals), mean_std(u_vals)
+        by_vector[g.variant] = (mean_std(v_vals), mean_std(k_vals))
+    with_vectors = any(n_vec for n_vec, _ in split_counts.values())
+    header = ["variant", "seen words", "unseen words"]
     rows = [[f"`{v}`", fmt(seen[v]), fmt(unseen[v])] for v in seen]
-    d.table(["variant", "seen words", "unseen words"], rows,
+    if with_vectors:
+        header += ["unseen, in the vectors", "unseen, in neither (UNK)", "unseen test tokens: in the vectors / UNK"]
+        for row, v in zip(rows, seen):
+            n_vec, n_unk = split_counts.get(v, (None, None))
+            row += [fmt(by_vector[v][0]) if n_vec else "–", fmt(by_vector[v][1]),
+                    f"{n_vec:,} / {n_unk:,}" if n_vec is not None else "–"]
+    d.table(header, rows,
             "Test token accuracy (%) on words seen in training vs words not in the training vocabulary "
             "(decided with each model's saved vocabulary, after its normalisation), mean ± std over seeds"
-            + (f"; {counts[0]} seen and {counts[1]} unseen test tokens." if counts else ".")
-            + ("" if c.task == "pos" else " For NER this is token accuracy incl. the O tag, not entity F1."))
+            + (f"; {counts[0]} seen and {counts[1]} unseen test tokens (of the last model read)" if counts else "")
+            + (". The unseen words of models with pretrained vectors are split into those the vectors cover (the "
+               "model reads their vector) and those in neither training nor the vectors (the model reads UNK and "
+               "their characters); a model without vectors has only the second kind" if with_vectors else "")
+            + "." + ("" if c.task == "pos" else " For NER this is token accuracy incl. the O tag, not entity F1."))
     if any(s[0] is not None for s in seen.values()):
         path = grouped_bars(["seen", "unseen"], {v: [seen[v], unseen[v]] for v in seen}, "test token accuracy (%)",
                             "seen vs unseen words", c.fig("seen_unseen.png"), horizontal_labels=True)
