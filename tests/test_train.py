@@ -114,6 +114,8 @@ def test_auxiliary_objective_bad_value_names_the_key(tmp_path, tiny_data):
                                  "callbacks.early_stopping.patience=6", "aux=adversarial", "aux.epsilon=0.02"]),
     ("pos_self_attention_best", ["experiment=compare_pos", "model=self_attention", "trainer.max_epochs=25",
                                  "callbacks.early_stopping.patience=6", "aux=adversarial", "aux.epsilon=0.02"]),
+    ("pos_self_attention_large", ["experiment=pos_self_attention_best", "embedder=glove", "model.d_model=192",
+                                  "model.heads=6", "model.ffn_dim=384"]),
     ("ner", ["experiment=compare_ner", "model=self_attention_ner", "embedder=glove"]),
     ("pos", ["experiment=compare_pos", "model=self_attention", "embedder=glove"]),
 ])
