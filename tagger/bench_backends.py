@@ -16,7 +16,6 @@ figure with the command that reproduces it, the backend the accuracy rule picks 
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import platform
@@ -132,7 +131,7 @@ def bench(args) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     source = resolve(args.run)
     loaded = load(source)
-    from tagger.loadgen import ewt_split
+    from tagger.loadgen import ewt_split, frozen_heap
 
     dev, dev_gold = ewt_split(args.data_dir, "dev")
     test, test_gold = ewt_split(args.data_dir, "test")
@@ -159,9 +158,8 @@ def bench(args) -> dict[str, Any]:
     peers = spacy_peers(list(loaded.vocab.labels), args.batch_size) if not args.no_peer else {}
     for name, (nlp, _, attr) in peers.items():
         runners[name] = lambda nlp=nlp, attr=attr: run_spacy(nlp, test, args.batch_size, attr)
-    gc.collect()
-    gc.freeze()  # what the service does once its model is loaded: the collector no longer rescans models and corpus
-    speeds = time_passes(runners, n_test, args.repeats)
+    with frozen_heap():  # what the service does once its model is loaded: no full collection rescans models and corpus
+        speeds = time_passes(runners, n_test, args.repeats)
     by_name = {r["backend"]: r for r in rows}
     for name in predictors:
         by_name[name].update(tokens_per_s=round(statistics.median(speeds[name])), runs_tokens_per_s=speeds[name],

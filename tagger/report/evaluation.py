@@ -3,6 +3,7 @@
 of the prediction code."""
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import json
@@ -18,8 +19,9 @@ PREDICTION_CODE = ("inference.py", "evaluate.py", "metrics.py", "checkpoint.py",
                    "models")
 
 
+@functools.cache
 def prediction_code_hash() -> str:
-    """sha1 of the sources in :data:`PREDICTION_CODE` (files of a folder in sorted order)."""
+    """sha1 of the sources in :data:`PREDICTION_CODE` (files of a folder in sorted order); read once per process."""
     root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha1()
     for name in PREDICTION_CODE:
@@ -59,8 +61,8 @@ def evaluate_run(run: Run, cache_dir: Path, threads: int, batch_size: int, data_
     """Predict the test split with the run's best checkpoint and saved vocab; cached in ``cache_dir``.
 
     Returns {"labels", "gold", "pred" (label ids per sentence), "unseen" ("0"/"1" per token, from the
-    model's vocab), "unknown" (likewise: not in the vocabulary at all, so not in the vectors either), "scheme", "tokens_per_s", "seconds", "n_tokens", "threads", "loadavg", and for
-    runs trained on short sentences with a learned position table "pred_windowed" (tagged in
+    model's vocab), "unknown" (likewise: not in the vocabulary at all, so not in the vectors either), "scheme",
+    "tokens_per_s", "seconds", "n_tokens", "threads", "loadavg", and for runs trained on short sentences with a learned position table "pred_windowed" (tagged in
     overlapping windows of ``window`` = data.max_train_len tokens)}.
     """
     import torch
