@@ -57,16 +57,6 @@ def bf16_native() -> bool:
     return torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
-class TorchBackend:
-    """encode_batch's tensors -> h (B,T,H) float32, by a torch module with InferenceGraph's signature."""
-
-    def __init__(self, graph: nn.Module, name: str):
-        self.graph, self.name = graph.eval(), name
-
-    def __call__(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.graph(batch["words"], batch["types"], batch["type_chars"], batch["mask"]).float()
-
-
 def _bf16_graph(tagger: Tagger) -> nn.Module:
     """A copy of the inference graph, convolutions unfolded, every floating tensor in bfloat16 (the tagger is left
     as is: its tensors are copied before they are cast)."""
@@ -122,7 +112,7 @@ def check_backend(backend: str, what: str = "backend") -> None:
 
 def make_backend(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: int | None = None):
     """The backend named ``backend`` for this tagger (:data:`BACKENDS`); BackendError if it cannot run here."""
-    from tagger.inference import InferenceGraph
+    from tagger.inference import InferenceGraph, TorchBackend
 
     check_backend(backend)
     if backend == "fp32":

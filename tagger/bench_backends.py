@@ -148,7 +148,7 @@ def bench(args) -> dict[str, Any]:
             rows.append({"backend": name, "error": str(e)})
     for name, p in predictors.items():
         row = {"backend": name, "dev_acc": accuracy(p.tags(dev), dev_gold)}
-        p.lookup.cache_clear()  # one test pass with no word remembered (the timed passes below find them all cached)
+        p.forget_words()  # one test pass with no word remembered (the timed passes below find them all cached)
         started = time.perf_counter()
         tags = p.tags(test)
         row["cold_tokens_per_s"] = round(n_test / (time.perf_counter() - started))  # tagging only, not the scoring
@@ -227,7 +227,8 @@ def render(res: dict[str, Any]) -> str:
              f"{res['threads']} threads, batches of {res['batch_size']} sentences, EWT test ({res['test_tokens']} "
              f"tokens, gold tokenisation); tokens/s is the median of {res['repeats']} passes after two untimed ones, "
              "the backends and peers taking turns pass by pass, with every test word in the predictor's word cache "
-             "(word id and characters; spaCy's vocabulary likewise keeps each word seen) and the loaded models and "
+             "(on the torch backends each word's embedder output, computed once; on ONNX its id and characters; spaCy's "
+             "vocabulary likewise keeps each word seen) and the loaded models and "
              "corpus frozen out of the garbage collector's sight (`gc.freeze()`, as the service does after loading; "
              "the peers run in the same process); the last column is one "
              "pass over test after the cache was emptied (kernels already warm). Command: `make bench` = "

@@ -18,6 +18,7 @@ from tagger.data.encoding import clip_word, collate, document_runs, encode_sente
 from tagger.data.vocab import PAD_ID, Vocab
 from tagger.models.tagger import Tagger
 from tagger.schemes import close_entities
+from tagger.word_features import WordFeatures
 
 
 def windows(n: int, size: int, overlap: int) -> list[tuple[int, int]]:
@@ -108,7 +109,18 @@ class InferenceGraph(nn.Module):
         per_type = self._spelling(type_chars)  # (U,char_filters+case_dim) or None
         if per_type is not None:
             feats.append(per_type[types])  # (B,T,char_filters+case_dim)
-        return self.encoder(torch.cat(feats, dim=-1), mask)  # (B,T,H)
+        return self.encode(torch.cat(feats, dim=-1), mask)  # (B,T,H)
+
+    def features(self, type_words: torch.Tensor, type_chars: torch.Tensor) -> torch.Tensor:
+        """The embedder output of each distinct word: type_words (U,), type_chars (U,L) -> (U,F), the rows that
+        ``forward`` gathers per token (what :class:`tagger.word_features.WordFeatures` keeps between calls)."""
+        feats = [self.embedder.lookup(type_words)] if self.embedder.word is not None else []  # (U,word_dim)
+        per_type = self._spelling(type_chars)  # (U,char_filters+case_dim) or None
+        return torch.cat(feats + ([per_type] if per_type is not None else []), dim=-1)  # (U,F)
+
+    def encode(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """x (B,T,F) token features, mask (B,T) -> h (B,T,H)."""
+        return self.encoder(x, mask)
 
     def _spelling(self, type_chars: torch.Tensor) -> torch.Tensor | None:
         """type_chars (U,L) -> (U,char_filters+case_dim), or None for an embedder without character features."""
@@ -137,6 +149,25 @@ class InferenceGraph(nn.Module):
 Backend = Callable[[dict[str, torch.Tensor]], torch.Tensor]
 
 
+class TorchBackend:
+    """encode_batch's tensors -> h (B,T,H) float32, by a torch module with InferenceGraph's methods (the graph
+    itself, or a copy in another precision: tagger.backends)."""
+
+    def __init__(self, graph: nn.Module, name: str):
+        self.graph, self.name = graph.eval(), name
+
+    def __call__(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.graph(batch["words"], batch["types"], batch["type_chars"], batch["mask"]).float()
+
+    def features(self, type_words: torch.Tensor, type_chars: torch.Tensor) -> torch.Tensor:
+        """(U,), (U,L) -> (U,F) in the graph's dtype: the rows a :class:`tagger.word_features.WordFeatures` keeps."""
+        return self.graph.features(type_words, type_chars)
+
+    def encode(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """x (B,T,F), mask (B,T) -> h (B,T,H) float32."""
+        return self.graph.encode(x, mask).float()
+
+
 BATCH_SIZE = 256  # windows per forward pass
 MAX_TOKENS = 2048  # padded token positions per forward pass
 
@@ -147,7 +178,8 @@ class Predictor:
     ``backend`` computes the encoder output of a batch (default: the :class:`InferenceGraph` in
     torch); the tag head (softmax or CRF Viterbi + marginals) always runs in torch. A forward pass holds at
     most ``batch_size`` windows and ``max_tokens`` padded positions (None: no token limit). ``cache_size``:
-    words whose id and characters are remembered between calls (0: none).
+    words remembered between calls (0: none): on a torch backend each word's encoder input
+    (:class:`tagger.word_features.WordFeatures`), on another its id and characters.
     """
 
     def __init__(self, tagger: Tagger, vocab: Vocab, batch_size: int = BATCH_SIZE, window: int | None = None,
@@ -157,10 +189,12 @@ class Predictor:
             raise ValueError(f"need batch_size >= 1 and max_tokens >= 1 or None, got {batch_size}, {max_tokens}")
         self.tagger, self.vocab = tagger.eval(), vocab
         self.batch_size, self.max_word_chars, self.max_tokens = batch_size, max_word_chars, max_tokens
-        self.lookup = type_lookup(vocab, max_word_chars, cache_size)
         self.graph = InferenceGraph(self.tagger).eval()
-        self.backend: Backend = backend or (lambda b: self.graph(b["words"], b["types"], b["type_chars"], b["mask"]))
-        self.backend_name: str = getattr(backend, "name", type(backend).__name__) if backend else "fp32"
+        self.backend: Backend = backend or TorchBackend(self.graph, "fp32")
+        self.backend_name: str = getattr(self.backend, "name", type(self.backend).__name__)
+        split = cache_size and hasattr(self.backend, "encode")  # a backend split at the encoder's input
+        self.words = WordFeatures(self.backend, type_lookup(vocab, max_word_chars), cache_size) if split else None
+        self.lookup = type_lookup(vocab, max_word_chars, None if split else cache_size)
         limit = tagger.max_len
         self.window = min(window or limit or 512, limit or 10**9)
         self.overlap = min(overlap, self.window // 4)
@@ -176,25 +210,29 @@ class Predictor:
             runs, size, overlap = document_runs(docs, len(sentences)), self.doc_window, self.doc_window // 2
         else:
             runs, size, overlap = [[s] for s in range(len(sentences))], self.window, self.overlap
-        streams = [[t for s in run for t in sentences[s]] for run in runs]
+        # one token stream per run; a lone sentence is its own stream (no copy)
+        streams = [sentences[run[0]] if len(run) == 1 else [t for s in run for t in sentences[s]] for run in runs]
         # where each sentence starts in its stream (the CRF's sentence edges; where the stream is cut back)
-        offsets = [list(itertools.accumulate((len(sentences[s]) for s in run[:-1]), initial=0)) for run in runs]
+        offsets = [[0] if len(run) == 1 else list(itertools.accumulate((len(sentences[s]) for s in run[:-1]), initial=0))
+                   for run in runs]
         pieces = []  # (stream index, start, end)
         for u, tokens in enumerate(streams):
-            if tokens:
+            if len(tokens) > size:
                 pieces += [(u, a, b) for a, b in windows(len(tokens), size, overlap)]
+            elif tokens:
+                pieces.append((u, 0, len(tokens)))
+        joined = any(len(run) > 1 for run in runs)  # some window may hold several sentences
         piece_out: dict[int, tuple[list[int], list[float]]] = {}
         for chunk in self._batches([b - a for _, a, b in pieces]):
-            batch = encode_batch(self.vocab, [streams[u][a:b] for u, a, b in (pieces[p] for p in chunk)],
-                                 lookup=self.lookup)
+            spans = [pieces[p] for p in chunk]
+            h, mask = self._encode([streams[u] if b - a == len(streams[u]) else streams[u][a:b]
+                                    for u, a, b in spans])  # (B,T,H), (B,T)
             # sentence edges inside each window: the CRF decodes each sentence as its own chain
-            starts = sentence_starts([[o - a for o in offsets[u] if a < o < b] for u, a, b in (pieces[p] for p in chunk)],
-                                     batch["mask"].shape[1])
-            pred, prob = self.tagger.head.decode(self.backend(batch), batch["mask"], starts)  # (B,T), (B,T)
-            pred, prob = pred.tolist(), prob.tolist()
-            for row, p in enumerate(chunk):
-                n = pieces[p][2] - pieces[p][1]
-                piece_out[p] = (pred[row][:n], prob[row][:n])
+            starts = sentence_starts([[o - a for o in offsets[u] if a < o < b] for u, a, b in spans],
+                                     mask.shape[1]) if joined else None
+            pred, prob = self.tagger.head.decode(h, mask, starts)  # (B,T), (B,T)
+            for p, (u, a, b), tags, probs in zip(chunk, spans, pred.tolist(), prob.tolist()):
+                piece_out[p] = (tags[: b - a], probs[: b - a])
         # merge windows: token t keeps the prediction of the window where it is most central
         merged: list[tuple[list[int], list[float]]] = [([], []) for _ in streams]  # per stream: tag ids, probs
         margins: dict[int, list[int]] = {}  # streams cut into several windows: each token's best margin so far
@@ -213,6 +251,9 @@ class Predictor:
         labels = self.vocab.labels
         out: list[list[TokenPrediction]] = [[] for _ in sentences]
         for run, run_offsets, (stream_tags, stream_probs) in zip(runs, offsets, merged):
+            if len(run) == 1:  # a sentence alone: its stream is its tags
+                out[run[0]] = list(map(TokenPrediction, map(labels.__getitem__, stream_tags), stream_probs))
+                continue
             for s, start in zip(run, run_offsets):  # cut the stream back into its sentences
                 end = start + len(sentences[s])
                 tags = [labels[t] for t in stream_tags[start:end]]
@@ -220,6 +261,21 @@ class Predictor:
                     tags = close_entities(tags, self.vocab.tag_scheme, labels)
                 out[s] = list(map(TokenPrediction, tags, stream_probs[start:end]))
         return out
+
+    def _encode(self, texts: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token lists -> encoder output h (B,T,H) and mask (B,T)."""
+        if self.words is not None:
+            return self.words.encode(texts)
+        batch = encode_batch(self.vocab, texts, lookup=self.lookup)
+        return self.backend(batch), batch["mask"]
+
+    def forget_words(self) -> None:
+        """Empty the word cache (a pass over new text then costs what a first pass costs)."""
+        if self.words is not None:
+            with self.words.lock:
+                self.words.clear()
+        if hasattr(self.lookup, "cache_clear"):
+            self.lookup.cache_clear()
 
     def _batches(self, lengths: list[int]) -> list[list[int]]:
         """Indices of the pieces, shortest first, cut into forward passes of at most ``batch_size`` pieces and

@@ -58,11 +58,16 @@ def test_predictions_do_not_depend_on_the_token_budget_or_the_word_cache(tiny_po
     sents = [["the", "cat", "sees", "a", "tree"], ["a", "red", "car", "likes", "the", "old", "house", "."], ["dog"]] * 3
     reference = Predictor(loaded.tagger, loaded.vocab, max_tokens=None, cache_size=0).predict(sents)
     cached = Predictor(loaded.tagger, loaded.vocab, max_tokens=8)
+    computed = []  # the words whose features each pass computed
+    features = cached.backend.features
+    cached.backend.features = lambda w, c: computed.append(len(w)) or features(w, c)
     for _ in range(2):  # the second call reads every word from the cache
+        computed.clear()
         out = cached.predict(sents)
         assert [[t.tag for t in s] for s in out] == [[t.tag for t in s] for s in reference]
         assert [t.score for s in out for t in s] == pytest.approx([t.score for s in reference for t in s], abs=1e-5)
-    assert cached.lookup.cache_info().hits > 0
+    assert computed == []  # nothing computed again
+    assert set(cached.words.rows) == {t for s in sents for t in s}
 
 
 def test_long_input_is_windowed_not_truncated(tiny_pos_run):

@@ -75,6 +75,13 @@ def attention_mask(mask: torch.Tensor, window: int | None = None) -> torch.Tenso
     return allowed | (i[:, None] == i[None, :])  # (B,1,T,T)
 
 
+def _memo(shared: dict, key: tuple, make):
+    """shared[key], made by ``make()`` the first time it is asked for."""
+    if key not in shared:
+        shared[key] = make()
+    return shared[key]
+
+
 class MultiHeadSelfAttention(nn.Module):
     def __init__(self, d_model: int, heads: int, score: str = "scaled_dot", attn_dropout: float = 0.0,
                  window: int | None = None, fast_path: bool = True):
@@ -94,14 +101,18 @@ class MultiHeadSelfAttention(nn.Module):
         self.fast_path = fast_path
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, bias: torch.Tensor | None = None,
-                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """x (B,T,C), mask (B,T) bool, bias (h,T,T) or None -> y (B,T,C), weights (B,h,T,T) or None."""
+                need_weights: bool = False, shared: dict | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x (B,T,C), mask (B,T) bool, bias (h,T,T) or None -> y (B,T,C), weights (B,h,T,T) or None.
+
+        ``shared``: a dict the layers of one encoder pass share (same mask and bias), so the masks that depend only
+        on the window are built once, not once per layer."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)  # 3 x (B,T,C)
         q, k, v = (t.view(B, T, self.heads, self.head_dim).transpose(1, 2) for t in (q, k, v))  # (B,h,T,hs)
-        allowed = attention_mask(mask, self.window)  # (B,1,T,T)
+        shared = {} if shared is None else shared
+        allowed = _memo(shared, ("allowed", self.window), lambda: attention_mask(mask, self.window))  # (B,1,T,T)
         if self.fast_path and not need_weights and self.score.fused_scale is not None:
-            y, weights = self._fused(q, k, v, allowed, bias), None
+            y, weights = self._fused(q, k, v, allowed, bias, shared), None
         else:
             y, weights = self._reference(q, k, v, allowed, bias)
         y = y.transpose(1, 2).reshape(B, T, C)  # (B,T,h*hs): heads side by side
@@ -115,15 +126,20 @@ class MultiHeadSelfAttention(nn.Module):
         weights = F.softmax(scores, dim=-1)  # (B,h,T,T), rows sum to 1 over allowed keys
         return self.dropout(weights) @ v, weights  # (B,h,T,hs)
 
-    def _fused(self, q, k, v, allowed, bias):
+    def _fused(self, q, k, v, allowed, bias, shared):
         # (B,h,T,T) additive mask: the position bias on allowed keys, -inf elsewhere, in one pass
-        zero = torch.zeros((), dtype=q.dtype, device=q.device)
-        attn_mask = torch.where(allowed, zero if bias is None else bias.to(q.dtype), float("-inf"))
+        def additive() -> torch.Tensor:
+            zero = torch.zeros((), dtype=q.dtype, device=q.device)
+            return torch.where(allowed, zero if bias is None else bias.to(q.dtype), float("-inf"))
+
+        attn_mask = _memo(shared, ("additive", self.window, q.dtype), additive)
         B, h, T, d = q.shape
         if not self.training and T <= GEMM_MAX_LEN:
             # inference on short inputs: two batched GEMMs around a softmax; on a 2-core CPU, for batches of 16-256
             # sentences x 4 heads x 32 dims, 1.2-2x faster than the flash kernel up to 128 tokens; no dropout here
-            scores = torch.baddbmm(attn_mask.expand(B, h, T, T).reshape(B * h, T, T), q.reshape(B * h, T, d),
+            flat_mask = _memo(shared, ("gemm", self.window, q.dtype, h),
+                              lambda: attn_mask.expand(B, h, T, T).reshape(B * h, T, T))  # (B*h,T,T)
+            scores = torch.baddbmm(flat_mask, q.reshape(B * h, T, d),
                                    k.reshape(B * h, T, d).transpose(1, 2), alpha=self.score.fused_scale)  # (B*h,T,T)
             return torch.bmm(torch.softmax(scores, dim=-1), v.reshape(B * h, T, d)).view(B, h, T, d)  # (B,h,T,hs)
         return F.scaled_dot_product_attention(

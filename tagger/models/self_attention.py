@@ -50,14 +50,14 @@ class Block(nn.Module):
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x, mask, bias=None, need_weights=False):
-        """x (B,T,d) -> (B,T,d), weights (B,h,T,T) or None."""
+    def forward(self, x, mask, bias=None, need_weights=False, shared=None):
+        """x (B,T,d) -> (B,T,d), weights (B,h,T,T) or None. ``shared``: masks kept across the blocks of one pass."""
         if self.pre_norm:
-            a, w = self.attn(self.norm1(x), mask, bias, need_weights)
+            a, w = self.attn(self.norm1(x), mask, bias, need_weights, shared)
             x = x + self.dropout(a)
             x = x + self.dropout(self.ffn(self.norm2(x), mask))
         else:
-            a, w = self.attn(x, mask, bias, need_weights)
+            a, w = self.attn(x, mask, bias, need_weights, shared)
             x = self.norm1(x + self.dropout(a))
             x = self.norm2(x + self.dropout(self.ffn(x, mask)))
         return x, w
@@ -123,9 +123,9 @@ class SelfAttentionEncoder(nn.Module):
             h = self.combine(torch.cat([h, pe], dim=-1)) if self.combine is not None else h + pe
         bias = self.positions.relative_bias(T, x.device)  # (h,T,T) or None, shared by all layers
         h = self.dropout(h)
-        weights = []
+        weights, shared = [], {}  # shared: attention masks built once per window for every block
         for block in self.blocks:
-            h, w = block(h, mask, bias, need_weights)
+            h, w = block(h, mask, bias, need_weights, shared)
             weights.append(w)
         h = self.final_norm(h)
         return (h, weights) if need_weights else h
