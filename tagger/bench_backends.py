@@ -16,6 +16,7 @@ figure with the command that reproduces it, the backend the accuracy rule picks 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -117,7 +118,10 @@ def bench_http(run_dir: Path, args) -> dict[str, Any]:
             floor = run_load(base + "/livez", 32, args.http_duration / 2, [], get=True)
         errors = len(server_errors(work / "service.log"))
     loadgen = "python scripts/with_service.py --run RUN -- 'python -m tagger.loadgen --url $TAGGER_URL/tag --clients 32"
-    return {"backend": DEFAULT_BACKEND, "threads": args.threads, "server_5xx": errors,
+    # what uvicorn picks in this environment (its "auto" loop and HTTP parser): uvloop / httptools where installed
+    stack = {"loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+             "http": "httptools" if importlib.util.find_spec("httptools") else "h11"}
+    return {"backend": DEFAULT_BACKEND, "threads": args.threads, "server_5xx": errors, "stack": stack,
             "single": {**single, "command": f"{loadgen} --duration {args.http_duration:g} --pid $TAGGER_PID'"},
             "batched": {**batched, "command": f"{loadgen} --duration {args.http_duration / 2:g} --sentences 16'"},
             "floor": {**floor, "command": f"{loadgen.replace('/tag', '/livez')} --duration {args.http_duration / 2:g} "
@@ -259,7 +263,9 @@ def render(res: dict[str, Any]) -> str:
     if res.get("http"):
         h = res["http"]
         lines += [f"HTTP (`--http`): the service serving the model on its default backend `{h['backend']}` "
-                  f"(`TAGGER_TORCH_THREADS={h['threads']}`), `tagger.loadgen` closed-loop clients on the same CPU; "
+                  f"(`TAGGER_TORCH_THREADS={h['threads']}`"
+                  + (f"; uvicorn on {h['stack']['loop']} + {h['stack']['http']}" if h.get("stack") else "")
+                  + "), `tagger.loadgen` closed-loop clients on the same CPU; "
                   f"server 5xx answers: {h['server_5xx']}.", "",
                   "| load | requests/s | tokens/s | p50 ms | p99 ms | errors | server RSS after (MB) | command |",
                   "|---|---|---|---|---|---|---|---|"]
