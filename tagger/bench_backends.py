@@ -55,6 +55,10 @@ def accuracy(predicted: list[list[str]], gold: list[list[str]]) -> float:
     return round(100 * sum(p == g for p, g in pairs) / len(pairs), 2)
 
 
+SMALL_CALLS = (1, 16)  # sentences per call of the service-sized columns
+SMALL_CALL_SENTENCES = 400
+
+
 def time_passes(runners: dict[str, Callable[[], Any]], tokens: int, repeats: int) -> dict[str, list[float]]:
     """tokens/s of each runner over ``repeats`` passes, after two untimed passes each; runners take turns."""
     for run in runners.values():
@@ -162,12 +166,20 @@ def bench(args) -> dict[str, Any]:
     peers = spacy_peers(list(loaded.vocab.labels), args.batch_size) if not args.no_peer else {}
     for name, (nlp, _, attr) in peers.items():
         runners[name] = lambda nlp=nlp, attr=attr: run_spacy(nlp, test, args.batch_size, attr)
+    # the calls a service makes: the first sentences of test, a few per call (its passes hold what concurrent requests
+    # bring), every word already seen
+    small = test[: SMALL_CALL_SENTENCES // 4] if args.quick else test[:SMALL_CALL_SENTENCES]
+    small_runners = {f"{name}@{k}": (lambda p=p, k=k: [p.predict(small[i:i + k]) for i in range(0, len(small), k)])
+                     for name, p in predictors.items() for k in SMALL_CALLS}
     with frozen_heap():  # what the service does once its model is loaded: no full collection rescans models and corpus
         speeds = time_passes(runners, n_test, args.repeats)
+        small_speeds = time_passes(small_runners, sum(map(len, small)), args.repeats)
     by_name = {r["backend"]: r for r in rows}
     for name in predictors:
         by_name[name].update(tokens_per_s=round(statistics.median(speeds[name])), runs_tokens_per_s=speeds[name],
-                             command=f"{COMMAND} (backend {name})")
+                             command=f"{COMMAND} (backend {name})",
+                             small_calls={str(k): round(statistics.median(small_speeds[f"{name}@{k}"]))
+                                          for k in SMALL_CALLS})
     fp32 = by_name["fp32"]
     for r in rows:
         if "tokens_per_s" in r:
@@ -188,7 +200,7 @@ def bench(args) -> dict[str, Any]:
     metrics = {f"{split}_{main_metric}_at_training": (source.metrics.get(split) or {}).get(main_metric)
                for split in ("dev", "test")}
     return {"cpu": cpu(), "threads": args.threads, "batch_size": args.batch_size, "repeats": args.repeats,
-            "test_tokens": n_test, "dev_tokens": sum(map(len, dev)), "quick": args.quick,
+            "test_tokens": n_test, "small_call_sentences": len(small), "dev_tokens": sum(map(len, dev)), "quick": args.quick,
             "model": {"name": Path(str(args.run)).name, "config": loaded.config.get("model", {}).get("_target_"),
                       "params": sum(p.numel() for p in loaded.tagger.parameters()),
                       "training_command": source.metrics.get("command"), **metrics},
@@ -234,21 +246,28 @@ def render(res: dict[str, Any]) -> str:
              "(on the torch backends each word's embedder output, computed once; on ONNX its id and characters; spaCy's "
              "vocabulary likewise keeps each word seen) and the loaded models and "
              "corpus frozen out of the garbage collector's sight (`gc.freeze()`, as the service does after loading; "
-             "the peers run in the same process); the last column is one "
-             "pass over test after the cache was emptied (kernels already warm). Command: `make bench` = "
+             "the peers run in the same process); \"empty word cache\" is one "
+             "pass over test after the cache was emptied (kernels already warm); the last columns tag the first "
+             f"{res.get('small_call_sentences', '—')} test sentences in calls of that many sentences (a service's "
+             "passes are that small when few requests arrive together; median of as many passes, words cached). Command: `make bench` = "
              f"`{COMMAND}`; model: `{res['model']['name']}` ({res['model']['config']}, "
              f"{res['model']['params']:,} parameters), trained by `{res['model']['training_command']}`.", ""]
     if res["quick"]:
         lines += ["**--quick: 300 sentences per split; not figures to quote.**", ""]
-    lines += ["| backend | dev acc | test acc | dev vs fp32 | tokens/s | vs fp32 | tokens/s, empty word cache |",
-              "|---|---|---|---|---|---|---|"]
+    calls = [int(k) for k in next((r["small_calls"] for r in res["backends"] if r.get("small_calls")), {})]
+    lines += ["| backend | dev acc | test acc | dev vs fp32 | tokens/s | vs fp32 | tokens/s, empty word cache |"
+              + (" " if calls else "")
+              + " | ".join(f"tokens/s, {k} sentence{'s' if k > 1 else ''} per call" for k in calls) + (" |" if calls else ""),
+              "|---|---|---|---|---|---|---|" + "---|" * len(calls)]
     for r in res["backends"]:
         if "error" in r:
-            lines.append(f"| {r['backend']} | — | — | — | — | not run: {r['error']} | — |")
+            lines.append(f"| {r['backend']} | — | — | — | — | not run: {r['error']} | — |" + " — |" * len(calls))
         else:
             cold = f"{r['cold_tokens_per_s']:,}" if "cold_tokens_per_s" in r else "—"
+            small = "".join(f" {r['small_calls'][str(k)]:,} |" if str(k) in r.get("small_calls", {}) else " — |"
+                            for k in calls)
             lines.append(f"| {r['backend']} | {r['dev_acc']:.2f} | {r['test_acc']:.2f} | {r['dev_acc_vs_fp32']:+.2f} | "
-                         f"{r['tokens_per_s']:,} | {r['speed_vs_fp32']:.2f}× | {cold} |")
+                         f"{r['tokens_per_s']:,} | {r['speed_vs_fp32']:.2f}× | {cold} |{small}")
     lines += ["", f"Fastest backend within {res['max_accuracy_loss']} points of fp32 on dev: "
               f"**{res['chosen_default']}** (the service's default, `tagger.backends.DEFAULT_BACKEND`, is "
               f"`{res['configured_default']}`).", ""]

@@ -14,12 +14,17 @@ def test_bench_writes_every_backend_and_picks_one_within_the_accuracy_rule(tiny_
     ran = {r["backend"]: r for r in res["backends"] if "error" not in r}
     assert set(ran) == set(BACKENDS) - (set() if bf16_native() else {"bf16"})
     assert all(r["cold_tokens_per_s"] > 0 for r in ran.values())  # a pass with the word cache emptied
+    assert all(set(r["small_calls"]) == {"1", "16"} and min(r["small_calls"].values()) > 0 for r in ran.values())
+    assert res["small_call_sentences"] > 0
     chosen = ran[res["chosen_default"]]
     assert chosen["dev_acc"] >= ran["fp32"]["dev_acc"] - res["max_accuracy_loss"]
     assert all(chosen["tokens_per_s"] >= r["tokens_per_s"] for r in ran.values()
                if r["dev_acc"] >= ran["fp32"]["dev_acc"] - res["max_accuracy_loss"])
     report = (tmp_path / "bench.md").read_text()
     assert all(f"| {name} |" in report for name in ran) and str(tmp_path) not in report
+    assert "| tokens/s, 1 sentence per call | tokens/s, 16 sentences per call |" in report
+    fp32_row = next(line for line in report.splitlines() if line.startswith("| fp32 |"))
+    assert fp32_row.endswith(f"| {ran['fp32']['small_calls']['1']:,} | {ran['fp32']['small_calls']['16']:,} |")
     # without the peers and the HTTP section, only the in-process target is checked
     assert [t["target"] for t in check_targets(res)][:1] == [
         "in-process tokens/s of the fastest backend within 0.05 accuracy points of fp32"]
