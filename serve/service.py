@@ -114,7 +114,7 @@ class TaggingService:
         import torch
 
         from tagger.backends import make_predictor
-        from tagger.inference import BATCH_SIZE, MAX_TOKENS
+        from tagger.limits import BATCH_SIZE, MAX_TOKENS
         from tagger.package import load_packaged
 
         if threads := int(os.environ.get("TAGGER_TORCH_THREADS", "0")):

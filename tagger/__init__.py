@@ -7,13 +7,15 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from tagger.limits import BATCH_SIZE
+
 if TYPE_CHECKING:
     from tagger.api import Pipeline, Sentence, Span
 
 __all__ = ["load", "Pipeline", "Sentence", "Span"]
 
 
-def load(source: str | os.PathLike, *, threads: int | None = None, batch_size: int = 256,
+def load(source: str | os.PathLike, *, threads: int | None = None, batch_size: int = BATCH_SIZE,
          backend: str = "fp32") -> "Pipeline":
     """A pipeline for a run dir, a report's ``best.json``, a ``.ckpt`` file or a BentoML model-store tag;
     ``backend``: fp32, bf16, int8, onnx or onnx-int8 (:mod:`tagger.backends`)."""

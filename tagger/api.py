@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Hashable, Sequence
 
+from tagger.limits import BATCH_SIZE
 from tagger.tokenize import Token, sentences as split_sentences
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ def join_sentences(sentences: Sequence[Sentence], task: str) -> dict[str, Any]:
 class Pipeline:
     """A loaded tagger with its vocabulary, labels and tokenizer convention; call it on text or tokens."""
 
-    def __init__(self, model: Tagger, vocab: Vocab, name: str, batch_size: int = 256, backend: str = "fp32"):
+    def __init__(self, model: Tagger, vocab: Vocab, name: str, batch_size: int = BATCH_SIZE, backend: str = "fp32"):
         from tagger.backends import make_predictor
 
         self.name, self.vocab = name, vocab
@@ -215,7 +216,7 @@ def load_model(source: str | os.PathLike) -> tuple[Tagger, Vocab, str]:
     return loaded.tagger, loaded.vocab, resolved.store_tag or str(source)
 
 
-def load(source: str | os.PathLike, *, threads: int | None = None, batch_size: int = 256,
+def load(source: str | os.PathLike, *, threads: int | None = None, batch_size: int = BATCH_SIZE,
          backend: str = "fp32") -> Pipeline:
     """A :class:`Pipeline` for the model at ``source``. ``threads``: torch CPU threads (None: torch's default);
     ``batch_size``: at most that many windows per forward pass (within the padded-token budget of

@@ -22,6 +22,7 @@ import datasets
 from tagger.data.encoding import split_docs
 from tagger.data.vocab import Vocab
 from tagger.inference import Predictor
+from tagger.limits import BATCH_SIZE
 from tagger.metrics import task_metrics
 from tagger.models.tagger import Tagger
 
@@ -41,7 +42,7 @@ class SplitEvaluation:
     overlap: int
 
 
-def score_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_size: int = 256,
+def score_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_size: int = BATCH_SIZE,
                 window: int | None = None, warmup: int = 0) -> SplitEvaluation:
     """Tag the split with a :class:`~tagger.inference.Predictor` and score it with the task's metrics.
 
@@ -65,7 +66,7 @@ def score_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_siz
     return SplitEvaluation(metrics, gold, pred, unseen, unknown, seconds, n, predictor.window, predictor.overlap)
 
 
-def evaluate_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_size: int = 256) -> dict[str, Any]:
+def evaluate_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_size: int = BATCH_SIZE) -> dict[str, Any]:
     """Metrics of the split (the task's, from ``tagger.metrics``) plus tokens/s of prediction (:func:`score_split`)."""
     return score_split(tagger, vocab, split, batch_size).metrics
 
@@ -172,7 +173,7 @@ def evaluate_file(argv: list[str]) -> int:
     parser.add_argument("--unknown-tags", default="error", choices=["error", "wrong"],
                         help="a gold tag the model does not know: stop with an error (default), or count it wrong")
     parser.add_argument("--output", default=None, help="write the scores as JSON to this file")
-    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default: %(default)s)")
     args = parser.parse_args(argv)
 

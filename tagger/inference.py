@@ -16,6 +16,7 @@ import torch.nn as nn
 
 from tagger.data.encoding import clip_word, collate, document_runs, encode_sentence, sentence_starts
 from tagger.data.vocab import PAD_ID, Vocab
+from tagger.limits import BATCH_SIZE, MAX_TOKENS
 from tagger.models.tagger import Tagger
 from tagger.schemes import close_entities
 from tagger.word_features import WordFeatures
@@ -168,8 +169,6 @@ class TorchBackend:
         return self.graph.encode(x, mask).float()
 
 
-BATCH_SIZE = 256  # windows per forward pass
-MAX_TOKENS = 2048  # padded token positions per forward pass
 
 
 class Predictor:

@@ -41,6 +41,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, TextIO
 
+from tagger.limits import BATCH_SIZE
+
 if TYPE_CHECKING:
     from tagger.api import Pipeline
 
@@ -206,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default="-", help="output file, - for stdout (default)")
     parser.add_argument("--output-format", default="jsonl", choices=["jsonl", "conll", "conllu"],
                         help="output format (default: %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default: %(default)s)")
     args = parser.parse_args(argv)
 

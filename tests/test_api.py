@@ -27,6 +27,19 @@ def test_import_is_cheap():
     assert out.stdout.strip() == "[]"
 
 
+def test_every_entry_point_defaults_to_the_predictors_pass_size():
+    """tagger.load, the API and the evaluation share the Predictor's default windows per pass (tagger.limits)."""
+    import inspect
+
+    from tagger.api import Pipeline, load
+    from tagger.evaluate import evaluate_split, score_split
+    from tagger.inference import Predictor
+
+    want = inspect.signature(Predictor).parameters["batch_size"].default
+    for entry in (tagger.load, load, Pipeline, evaluate_split, score_split):
+        assert inspect.signature(entry).parameters["batch_size"].default == want, entry.__qualname__
+
+
 def test_text_gives_sentences_with_offsets(tiny_pos_run):
     nlp = tagger.load(tiny_pos_run, threads=1)
     assert nlp.task == "pos" and nlp.tokenizer == "ud" and "NOUN" in nlp.labels
