@@ -2,9 +2,10 @@
 
 In eval mode what the embedder gives a token depends on the word alone, so a predictor need not look up its
 characters, run the character CNN or gather its vector again for a word it has seen: it keeps one row per word in a
-table and feeds the encoder ``table[rows]``. On EWT test the lookup, the character CNN and the padding of their
-inputs were a quarter of a pass of the default POS model. The table holds at most ``capacity`` words and is emptied
-when a batch's new words would not fit (a plain bound for a long-running service; frequent words come back at once).
+table and feeds the encoder ``table[rows]``. Profiled on EWT test, the lookup, the character CNN and the padding of
+their inputs were about a quarter of a pass of the default POS model. The table holds at most ``capacity`` rows and
+is emptied when a batch's new words would not fit (a plain bound for a long-running service; frequent words come
+back at once).
 
 Hand-written because it is the predictor's own data path: no library caches rows of a model's intermediate output.
 """
@@ -21,7 +22,7 @@ from tagger.data.vocab import PAD_ID
 
 
 class FeatureBackend(Protocol):
-    """A backend split at the encoder's input (:class:`tagger.backends.TorchBackend`)."""
+    """A backend split at the encoder's input (:class:`tagger.inference.TorchBackend`)."""
 
     def features(self, type_words: torch.Tensor, type_chars: torch.Tensor) -> torch.Tensor:
         """type_words (U,), type_chars (U,L) -> (U,F) the embedder output of each word."""

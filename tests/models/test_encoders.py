@@ -104,6 +104,20 @@ def test_attention_weights_per_layer_and_head():
     assert len(weights) == 2 and weights[0].shape == (2, 2, 5, 5)
 
 
+@pytest.mark.parametrize("pos", ["alibi", "relative", "sinusoidal"])
+def test_masks_shared_across_layers_keep_each_layers_window(pos):
+    """The fused path builds each window's masks once per pass for all layers; with a different window per layer
+    and padding it gives what the reference path (one mask per layer, need_weights) gives."""
+    torch.manual_seed(0)
+    enc = SelfAttentionEncoder(D, d_model=16, heads=2, layers=3, ffn_dim=16, window=[1, None, 1], dropout=0.0,
+                               attn_dropout=0.0, pos_encoding=pos).eval()
+    x = torch.randn(3, 7, D)
+    mask = torch.arange(7) < torch.tensor([7, 4, 2])[:, None]  # (3,7)
+    fused = enc(x, mask)
+    reference, _ = enc(x, mask, need_weights=True)
+    assert torch.allclose(fused[mask], reference[mask], atol=1e-5)
+
+
 def test_window_per_layer_local_below_whole_input_on_top():
     enc = SelfAttentionEncoder(D, d_model=16, heads=2, layers=2, ffn_dim=16, window=[1, None], dropout=0.0,
                                attn_dropout=0.0).eval()
