@@ -6,7 +6,6 @@ trained with document context tags whole documents the same way, in windows of i
 """
 from __future__ import annotations
 
-import array
 import functools
 import itertools
 from typing import Callable, Hashable, NamedTuple, Sequence
@@ -14,7 +13,7 @@ from typing import Callable, Hashable, NamedTuple, Sequence
 import torch
 import torch.nn as nn
 
-from tagger.data.encoding import clip_word, collate, document_runs, encode_sentence, sentence_starts
+from tagger.data.encoding import clip_word, collate, document_runs, encode_sentence, padded, sentence_starts
 from tagger.data.vocab import PAD_ID, Vocab
 from tagger.limits import BATCH_SIZE, MAX_TOKENS
 from tagger.models.tagger import Tagger
@@ -64,22 +63,11 @@ def encode_batch(vocab: Vocab, sentences: list[list[str]], max_word_chars: int =
     """
     lookup = lookup or type_lookup(vocab, max_word_chars)
     index: dict[str, int] = {}
-    rows = [[index.setdefault(t, len(index) + 1) for t in s] for s in sentences]
-    T = max(len(r) for r in rows)
-    types = _padded(rows, T, 0)  # (B,T)
+    types, mask = padded([[index.setdefault(t, len(index) + 1) for t in s] for s in sentences])  # (B,T), (B,T)
     looked_up = [lookup(t) for t in index]  # in row order 1..U-1
-    type_words = _padded([[PAD_ID] + [w for w, _ in looked_up]], len(looked_up) + 1, PAD_ID)[0]  # (U,)
-    chars = [[]] + [c for _, c in looked_up]
-    type_chars = _padded(chars, max(1, *map(len, chars)), PAD_ID)  # (U,L)
-    mask = torch.arange(T) < torch.tensor([len(r) for r in rows])[:, None]  # (B,T)
+    type_words = torch.tensor([PAD_ID] + [w for w, _ in looked_up])  # (U,)
+    type_chars, _ = padded([[]] + [c for _, c in looked_up], PAD_ID, min_width=1)  # (U,L)
     return {"words": type_words[types], "types": types, "type_chars": type_chars, "mask": mask}
-
-
-def _padded(rows: list[list[int]], width: int, pad: int) -> torch.Tensor:
-    """(len(rows), width) long tensor, each row right-padded with ``pad``. Through ``array`` because
-    ``torch.tensor`` on nested lists costs ~5x more per element, which showed in the profile."""
-    flat = array.array("q", itertools.chain.from_iterable(r + [pad] * (width - len(r)) for r in rows))
-    return torch.frombuffer(flat, dtype=torch.long).view(len(rows), width) if flat else torch.empty(0, width, dtype=torch.long)
 
 
 class InferenceGraph(nn.Module):
@@ -169,8 +157,6 @@ class TorchBackend:
         return self.graph.encode(x, mask).float()
 
 
-
-
 class Predictor:
     """Tags lists of tokens with a trained tagger.
 
@@ -192,8 +178,9 @@ class Predictor:
         self.backend: Backend = backend or TorchBackend(self.graph, "fp32")
         self.backend_name: str = getattr(self.backend, "name", type(self.backend).__name__)
         split = cache_size and hasattr(self.backend, "encode")  # a backend split at the encoder's input
-        self.words = WordFeatures(self.backend, type_lookup(vocab, max_word_chars), cache_size) if split else None
+        # the word table remembers what a word costs, so its lookups need no cache of their own
         self.lookup = type_lookup(vocab, max_word_chars, None if split else cache_size)
+        self.words = WordFeatures(self.backend, self.lookup, cache_size) if split else None
         limit = tagger.max_len
         self.window = min(window or limit or 512, limit or 10**9)
         self.overlap = min(overlap, self.window // 4)
@@ -255,9 +242,7 @@ class Predictor:
                 continue
             for s, start in zip(run, run_offsets):  # cut the stream back into its sentences
                 end = start + len(sentences[s])
-                tags = [labels[t] for t in stream_tags[start:end]]
-                if len(run) > 1:
-                    tags = close_entities(tags, self.vocab.tag_scheme, labels)
+                tags = close_entities([labels[t] for t in stream_tags[start:end]], self.vocab.tag_scheme, labels)
                 out[s] = list(map(TokenPrediction, tags, stream_probs[start:end]))
         return out
 
@@ -271,8 +256,7 @@ class Predictor:
     def forget_words(self) -> None:
         """Empty the word cache (a pass over new text then costs what a first pass costs)."""
         if self.words is not None:
-            with self.words.lock:
-                self.words.clear()
+            self.words.clear()
         if hasattr(self.lookup, "cache_clear"):
             self.lookup.cache_clear()
 

@@ -11,13 +11,13 @@ Hand-written because it is the predictor's own data path: no library caches rows
 """
 from __future__ import annotations
 
-import array
 import itertools
 import threading
 from typing import Callable, Protocol
 
 import torch
 
+from tagger.data.encoding import padded
 from tagger.data.vocab import PAD_ID
 
 
@@ -29,19 +29,6 @@ class FeatureBackend(Protocol):
 
     def encode(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """x (B,T,F), mask (B,T) -> h (B,T,H) float32."""
-
-
-def padded(rows: list[list[int]], pad: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rows of ints -> ((len(rows), longest) long tensor right-padded with ``pad``, (len(rows), longest) bool mask of
-    the real entries): one flat buffer scattered through the mask, not a Python list per padded row."""
-    lengths = torch.tensor([len(r) for r in rows])  # (B,)
-    width = int(lengths.max()) if len(rows) else 0
-    mask = torch.arange(max(width, 1))[:width] < lengths[:, None]  # (B,T)
-    out = torch.full((len(rows), width), pad, dtype=torch.long)
-    flat = array.array("q", itertools.chain.from_iterable(rows))
-    if flat:
-        out[mask] = torch.frombuffer(flat, dtype=torch.long)
-    return out, mask
 
 
 class WordFeatures:
@@ -61,7 +48,11 @@ class WordFeatures:
         self.lock = threading.Lock()
 
     def clear(self) -> None:
-        """Forget every word (the table keeps its memory). Callers hold ``lock``."""
+        """Forget every word (the table keeps its memory)."""
+        with self.lock:
+            self._forget()
+
+    def _forget(self) -> None:  # under the lock
         self.rows = {}
         self.size = 0
 
@@ -71,7 +62,7 @@ class WordFeatures:
         with self.lock:  # threads share the table: its rows are read only once the new words are in
             new = [t for t in distinct if t not in self.rows]
             if new and self.size + len(new) > self.capacity:  # full: start again with this batch's words
-                self.clear()
+                self._forget()
                 new = list(distinct)
             if new:
                 self._add(new)
@@ -86,9 +77,7 @@ class WordFeatures:
         distinct words than ``capacity`` grows the table past it."""
         looked_up = ([] if self.size else [(PAD_ID, [])]) + [self.lookup(w) for w in words]
         type_words = torch.tensor([w for w, _ in looked_up])  # (U,)
-        type_chars, _ = padded([c for _, c in looked_up], PAD_ID)  # (U,L)
-        if type_chars.shape[1] == 0:
-            type_chars = torch.full((len(looked_up), 1), PAD_ID, dtype=torch.long)
+        type_chars, _ = padded([c for _, c in looked_up], PAD_ID, min_width=1)  # (U,L)
         feats = self.backend.features(type_words, type_chars)  # (U,F)
         start, need = self.size, self.size + len(looked_up)
         if self.table is None or self.table.shape[0] < need or self.table.dtype != feats.dtype:

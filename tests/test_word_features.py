@@ -6,7 +6,7 @@ import torch
 from tagger.backends import make_predictor
 from tagger.checkpoint import load_checkpoint
 from tagger.inference import Predictor
-from tagger.word_features import padded
+from tagger.data.encoding import padded
 
 SENTS = [["the", "cat", "sees", "a", "tree"], ["a", "red", "car", "likes", "the", "old", "house", "."], ["dog"],
          ["an", "unseen-word", "", "x" * 60], ["the", "big", "dog", "sees", "the", "small", "cat"]]
@@ -22,6 +22,8 @@ def test_padded_scatters_rows_through_their_mask():
     assert mask.tolist() == [[True, True, True], [False, False, False], [True, False, False]]
     empty, empty_mask = padded([[], []])
     assert empty.shape == empty_mask.shape == (2, 0)
+    wide, wide_mask = padded([[], []], pad=9, min_width=1)  # a grid of empty words keeps one (padding) column
+    assert wide.tolist() == [[9], [9]] and not wide_mask.any()
 
 
 @pytest.mark.parametrize("capacity", [2**16, 6, 1])

@@ -4,12 +4,29 @@ No Lightning here: the predictor and the service import this module, and neither
 """
 from __future__ import annotations
 
+import array
+import itertools
 from functools import partial
 from typing import Any, Hashable, Sequence
 
 import torch
 
 from tagger.data.vocab import IGNORE_INDEX, PAD_ID, Vocab
+
+
+def padded(rows: list[list[int]], pad: int = 0, min_width: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows of ints -> ((len(rows), width) long tensor right-padded with ``pad``, (len(rows), width) bool mask of the
+    real entries), width the longest row's length (at least ``min_width``). One flat buffer through ``array``,
+    scattered through the mask: ``torch.tensor`` on nested lists costs ~5x more per element, which showed in the
+    predictor's profile."""
+    lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)  # (B,)
+    width = max(min_width, int(lengths.max()) if rows else 0)
+    mask = torch.arange(width) < lengths[:, None]  # (B,T)
+    out = torch.full((len(rows), width), pad, dtype=torch.long)
+    flat = array.array("q", itertools.chain.from_iterable(rows))
+    if flat:
+        out[mask] = torch.frombuffer(flat, dtype=torch.long)
+    return out, mask
 
 
 def document_runs(docs: Sequence[Hashable] | None, n: int) -> list[list[int]]:
