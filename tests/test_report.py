@@ -378,3 +378,23 @@ def test_unseen_words_of_a_vectors_model_split_by_whether_the_vectors_cover_them
     n_vec, n_unk = first_row.strip("|").split("|")[-1].strip().split(" / ")
     assert int(n_vec) == 1  # zebra
     assert int(n_unk.replace(",", "")) >= 1  # okapi, and any word of the generated test sentences unseen in training
+
+
+def test_the_evaluation_cache_key_covers_the_code_predictions_come_from():
+    """Every project module whose functions or classes the predictor and the scoring use is hashed into the cache
+    key (tagger.report.evaluation.PREDICTION_CODE), so a change to any of them measures cached runs again."""
+    import inspect
+
+    import tagger.evaluate
+    import tagger.inference
+    from tagger.report.evaluation import PREDICTION_CODE
+
+    root = Path(tagger.inference.__file__).resolve().parent
+    used = {inspect.getmodule(v) for m in (tagger.inference, tagger.evaluate) for v in vars(m).values()
+            if inspect.isfunction(v) or inspect.isclass(v)}
+    files = {Path(m.__file__).resolve().relative_to(root).as_posix() for m in used
+             if m is not None and m.__name__.startswith("tagger.")}
+    assert "word_features.py" in files and "schemes.py" in files
+    uncovered = [f for f in files if not any(f == c or f.startswith(c + "/") for c in PREDICTION_CODE)]
+    assert uncovered == []
+
