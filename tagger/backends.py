@@ -14,7 +14,8 @@
 * ``onnx-int8``: that ONNX graph with its MatMul weights quantized to int8
   (``onnxruntime.quantization.quantize_dynamic``).
 
-bf16 and int8 run the graph with its convolutions unfolded into matrix products
+The torch backends run the encoder traced into one TorchScript call (:mod:`tagger.capture`; ``capture=False``:
+eagerly, module by module). bf16 and int8 run the graph with its convolutions unfolded into matrix products
 (:func:`tagger.models.conv.unfold_convs`), so the character CNN and the convolutional FFN are bf16 GEMMs or
 int8 Linears as well.
 
@@ -110,17 +111,23 @@ def check_backend(backend: str, what: str = "backend") -> None:
                            f"({torch.backends.cpu.get_cpu_capability()}) would emulate it, slower than fp32")
 
 
-def make_backend(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: int | None = None):
-    """The backend named ``backend`` for this tagger (:data:`BACKENDS`); BackendError if it cannot run here."""
+def make_backend(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: int | None = None,
+                 capture: bool = True):
+    """The backend named ``backend`` for this tagger (:data:`BACKENDS`); BackendError if it cannot run here.
+    ``capture``: a torch backend runs its encoder traced (:func:`tagger.capture.capture_encoder`), else eagerly."""
+    import torch
+
+    from tagger.capture import capture_encoder
     from tagger.inference import InferenceGraph, TorchBackend
 
     check_backend(backend)
-    if backend == "fp32":
-        return TorchBackend(InferenceGraph(tagger.eval()), "fp32")
-    if backend == "bf16":
-        return TorchBackend(_bf16_graph(tagger), "bf16")
-    if backend == "int8":
-        return TorchBackend(_int8_graph(tagger), "int8")
+    graphs = {"fp32": lambda: InferenceGraph(tagger.eval()), "bf16": lambda: _bf16_graph(tagger),
+              "int8": lambda: _int8_graph(tagger)}
+    if backend in graphs:
+        graph = graphs[backend]()
+        if capture:
+            capture_encoder(graph, torch.bfloat16 if backend == "bf16" else torch.float32)
+        return TorchBackend(graph, backend)
     try:
         from tagger.export import ExportError, OnnxBackend, export_onnx
     except ImportError as e:  # pragma: no cover - onnx/onnxruntime are dependencies of the serve extra
@@ -139,9 +146,10 @@ def make_backend(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: i
 
 
 def make_predictor(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: int | None = None,
-                   **predictor_kw: Any) -> Predictor:
+                   capture: bool = True, **predictor_kw: Any) -> Predictor:
     """A :class:`Predictor` on ``backend`` (:data:`BACKENDS`). ``threads``: ONNX Runtime intra-op threads
-    (default: torch's); ``predictor_kw``: batch_size, window, overlap, max_word_chars."""
+    (default: torch's); ``capture``: trace a torch backend's encoder (:mod:`tagger.capture`); ``predictor_kw``:
+    batch_size, window, overlap, max_word_chars."""
     from tagger.inference import Predictor
 
-    return Predictor(tagger, vocab, backend=make_backend(tagger, vocab, backend, threads), **predictor_kw)
+    return Predictor(tagger, vocab, backend=make_backend(tagger, vocab, backend, threads, capture), **predictor_kw)

@@ -35,7 +35,7 @@ def model_and_corpus(request, tiny_pos_run, tiny_data, tmp_path_factory):
     sentences = [s["tokens"] for s in read_conllu(tiny_data / "ud_english_ewt" / "en_ewt-ud-test.conllu")]
     # words only the vectors know, and words nobody knows, in the same positions
     sentences += [["the", "zebra", "sees", "a", "giraffe", "."], ["the", "okapi", "sees", "a", "quokka", "."]]
-    reference = make_predictor(loaded.tagger, loaded.vocab, "fp32").predict(sentences)
+    reference = make_predictor(loaded.tagger, loaded.vocab, "fp32", capture=False).predict(sentences)  # eager
     return loaded, sentences, reference
 
 
