@@ -37,7 +37,8 @@ class CaptureError(RuntimeError):
     """A trace that does not reproduce its eager module."""
 
 
-def example(batch: int, length: int, features: int, dtype: torch.dtype, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def example(batch: int, length: int, features: int, dtype: torch.dtype,
+            seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """A random batch x (batch,length,features) and a mask (batch,length) whose rows after the first are padded."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(batch, length, features, generator=g).to(dtype)  # (B,T,F)
