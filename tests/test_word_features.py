@@ -68,12 +68,15 @@ def test_other_backends_tag_as_fp32_with_or_without_the_table(tiny_pos_run, back
     assert p.tags(SENTS) == ref
 
 
-def test_threads_sharing_a_predictor_get_the_tags_of_their_own_sentences(tiny_pos_run):
-    """A table emptied on every batch (capacity 1) while four threads tag: no thread reads another's rows."""
+@pytest.mark.parametrize("captured", [False, True])
+def test_threads_sharing_a_predictor_get_the_tags_of_their_own_sentences(tiny_pos_run, captured):
+    """A table emptied on every batch (capacity 1) while four threads tag: no thread reads another's rows; with the
+    encoder captured as TorchScript (tagger.capture), four threads also run its one module at once."""
     from concurrent.futures import ThreadPoolExecutor
 
     loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
-    p = Predictor(loaded.tagger, loaded.vocab, cache_size=1, batch_size=1)
+    p = (make_predictor(loaded.tagger, loaded.vocab, "fp32", cache_size=1, batch_size=1) if captured
+         else Predictor(loaded.tagger, loaded.vocab, cache_size=1, batch_size=1))
     inputs = [SENTS[i:] + SENTS[:i] for i in range(len(SENTS))] * 4
     want = [Predictor(loaded.tagger, loaded.vocab, cache_size=0).tags(s) for s in inputs]
     with ThreadPoolExecutor(4) as pool:
