@@ -15,7 +15,8 @@
   (``onnxruntime.quantization.quantize_dynamic``).
 
 The torch backends run the encoder traced into one TorchScript call (:mod:`tagger.capture`; ``capture=False``:
-eagerly, module by module). bf16 and int8 run the graph with its convolutions unfolded into matrix products
+eagerly, module by module), and with a softmax head the whole pass from the word table's rows to tags as one
+call. bf16 and int8 run the graph with its convolutions unfolded into matrix products
 (:func:`tagger.models.conv.unfold_convs`), so the character CNN and the convolutional FFN are bf16 GEMMs or
 int8 Linears as well.
 
@@ -117,17 +118,19 @@ def make_backend(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: i
     ``capture``: a torch backend runs its encoder traced (:func:`tagger.capture.capture_encoder`), else eagerly."""
     import torch
 
-    from tagger.capture import capture_encoder
+    from tagger.capture import CapturedEncoder, capture_encoder, capture_rows_to_tags
     from tagger.inference import InferenceGraph, TorchBackend
 
     check_backend(backend)
     graphs = {"fp32": lambda: InferenceGraph(tagger.eval()), "bf16": lambda: _bf16_graph(tagger),
               "int8": lambda: _int8_graph(tagger)}
     if backend in graphs:
-        graph = graphs[backend]()
+        graph, rows_to_tags = graphs[backend](), None
         if capture:
-            capture_encoder(graph, torch.bfloat16 if backend == "bf16" else torch.float32)
-        return TorchBackend(graph, backend)
+            dtype, eager = torch.bfloat16 if backend == "bf16" else torch.float32, graph.encoder
+            if isinstance(capture_encoder(graph, dtype).encoder, CapturedEncoder):
+                rows_to_tags = capture_rows_to_tags(eager, tagger.head, graph.embedder.output_dim, dtype)
+        return TorchBackend(graph, backend, rows_to_tags)
     try:
         from tagger.export import ExportError, OnnxBackend, export_onnx
     except ImportError as e:  # pragma: no cover - onnx/onnxruntime are dependencies of the serve extra

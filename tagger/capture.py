@@ -8,9 +8,14 @@ both).
 
 A trace records the ops of one example run, so it holds for inputs on which the module runs the same ops. The
 self-attention encoder picks its attention kernel by input length (:data:`tagger.models.attention.GEMM_MAX_LEN`),
-so :class:`CapturedEncoder` keeps one trace for inputs up to that length and one for longer ones. Each trace is
-checked against the eager module on batches of other shapes, with padding; :func:`capture_encoder` keeps the eager
-module (and logs why) where a trace does not reproduce it.
+so :class:`LengthSplit` keeps one trace for inputs up to that length and one for longer ones. Each trace is
+checked against the eager module on batches of other shapes, with padding; where a trace does not reproduce it,
+the eager module stays (and the log says why).
+
+Two things are captured: the encoder of a torch backend (:func:`capture_encoder`), and, where the tag head traces
+too (softmax; the CRF's Viterbi loops over positions do not), the whole pass from word-table rows to tags
+(:class:`RowsToTags`, :func:`capture_rows_to_tags`): in the service every torch call of a pass waited ~1-3 ms for
+the thread to run again beside the busy event loop, so one call per pass is what counts there.
 
 Hand-written only as the glue around ``torch.jit.trace``: which example inputs to trace and check, and when to
 fall back.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -31,10 +37,18 @@ log = logging.getLogger(__name__)
 SHORT_EXAMPLE, LONG_EXAMPLE = (3, 9), (2, GEMM_MAX_LEN + 8)
 SHORT_CHECKS = ((1, 1), (2, 5), (5, 31), (2, GEMM_MAX_LEN))
 LONG_CHECKS = ((1, GEMM_MAX_LEN + 1), (2, 2 * GEMM_MAX_LEN + 3))
+TABLE_ROWS = 50  # rows of the random word table the rows-to-tags pass is traced and checked on
+
+Inputs = Callable[[int, int, int], tuple]  # (batch, length, seed) -> the module's inputs, (B,T) last
 
 
 class CaptureError(RuntimeError):
     """A trace that does not reproduce its eager module."""
+
+
+def _lengths(batch: int, length: int) -> torch.Tensor:
+    """(batch,) lengths: the first row full, the others shorter (padded)."""
+    return torch.tensor([length] + [max(1, length - 1 - 3 * i) for i in range(batch - 1)])
 
 
 def example(batch: int, length: int, features: int, dtype: torch.dtype,
@@ -42,44 +56,74 @@ def example(batch: int, length: int, features: int, dtype: torch.dtype,
     """A random batch x (batch,length,features) and a mask (batch,length) whose rows after the first are padded."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(batch, length, features, generator=g).to(dtype)  # (B,T,F)
-    lengths = torch.tensor([length] + [max(1, length - 1 - 3 * i) for i in range(batch - 1)])  # (B,)
-    return x, torch.arange(length)[None, :] < lengths[:, None]  # (B,T), (B,T)
+    return x, torch.arange(length)[None, :] < _lengths(batch, length)[:, None]  # (B,T), (B,T)
 
 
-def _trace(encoder: nn.Module, shape: tuple[int, int], checks: tuple[tuple[int, int], ...], features: int,
-           dtype: torch.dtype, max_len: int | None) -> torch.jit.ScriptModule:
-    """encoder traced on an example of ``shape``; CaptureError unless it equals the eager module on ``checks``."""
+def rows_example(batch: int, length: int, features: int, dtype: torch.dtype,
+                 seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A random word table (TABLE_ROWS,features) and ids (batch,length) of its rows, 0 (padding) after each length."""
+    g = torch.Generator().manual_seed(seed)
+    table = torch.randn(TABLE_ROWS, features, generator=g).to(dtype)  # (N,F)
+    ids = torch.randint(1, TABLE_ROWS, (batch, length), generator=g)  # (B,T)
+    return table, ids.masked_fill(torch.arange(length)[None, :] >= _lengths(batch, length)[:, None], 0)
+
+
+def _trace(module: nn.Module, inputs: Inputs, shape: tuple[int, int], checks: tuple[tuple[int, int], ...],
+           max_len: int | None) -> torch.jit.ScriptModule:
+    """module traced on ``inputs`` of ``shape``; CaptureError unless it gives what the module gives on ``checks``."""
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)  # the shape reads it lists are what the checks test
-        traced = torch.jit.trace(encoder, example(*shape, features, dtype), check_trace=False)
+        traced = torch.jit.trace(module, inputs(*shape, 0), check_trace=False)
         for i, (batch, length) in enumerate(checks):
             if max_len is not None and length > max_len:
                 continue
-            x, mask = example(batch, length, features, dtype, seed=i + 1)
+            args = inputs(batch, length, i + 1)
             try:
-                torch.testing.assert_close(traced(x, mask), encoder(x, mask))
+                torch.testing.assert_close(traced(*args), module(*args))
             except Exception as e:  # a mismatch, or an op the trace fixed to the example's shape failing
                 raise CaptureError(f"trace on {shape} differs from the module on (batch, length)={batch, length}: "
                                    f"{str(e).splitlines()[0]}") from e
     return traced
 
 
-class CapturedEncoder(nn.Module):
+class LengthSplit(nn.Module):
+    """``module`` traced twice: for inputs of at most GEMM_MAX_LEN positions and for longer ones; calls dispatch on
+    the length (dimension 1) of the last input. ``inputs(batch, length, seed)`` makes example inputs."""
+
+    def __init__(self, module: nn.Module, inputs: Inputs, max_len: int | None = None):
+        super().__init__()
+        self.short = _trace(module, inputs, SHORT_EXAMPLE, SHORT_CHECKS, max_len)
+        # a model limited to GEMM_MAX_LEN tokens (learned positions) never sees a longer input
+        long_ok = max_len is None or max_len > GEMM_MAX_LEN
+        self.long = _trace(module, inputs, LONG_EXAMPLE, LONG_CHECKS, max_len) if long_ok else None
+
+    def forward(self, *args: torch.Tensor):
+        if args[-1].shape[1] <= GEMM_MAX_LEN or self.long is None:
+            return self.short(*args)
+        return self.long(*args)
+
+
+class CapturedEncoder(LengthSplit):
     """x (B,T,F), mask (B,T) -> h (B,T,H) as ``encoder`` gives it, by the trace of T's length range."""
 
     def __init__(self, encoder: nn.Module, features: int, dtype: torch.dtype):
-        super().__init__()
-        max_len = getattr(encoder, "max_len", None)
-        self.short = _trace(encoder, SHORT_EXAMPLE, SHORT_CHECKS, features, dtype, max_len)
-        # a model limited to GEMM_MAX_LEN tokens (learned positions) never sees a longer input
-        long_ok = max_len is None or max_len > GEMM_MAX_LEN
-        self.long = _trace(encoder, LONG_EXAMPLE, LONG_CHECKS, features, dtype, max_len) if long_ok else None
+        super().__init__(encoder, lambda b, t, seed: example(b, t, features, dtype, seed),
+                         getattr(encoder, "max_len", None))
         self.output_dim = encoder.output_dim
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        if x.shape[1] <= GEMM_MAX_LEN or self.long is None:
-            return self.short(x, mask)  # (B,T,H)
-        return self.long(x, mask)  # (B,T,H)
+
+class RowsToTags(nn.Module):
+    """table (N,F) of word features, ids (B,T) rows of it (0: padding) -> tag ids (B,T), their probabilities (B,T):
+    the word table's gather, the encoder and the tag head's decoding in one module, so that traced it is one call."""
+
+    def __init__(self, encoder: nn.Module, head: nn.Module):
+        super().__init__()
+        self.encoder, self.head = encoder, head
+
+    def forward(self, table: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mask = ids > 0  # (B,T): row 0 is padding
+        h = self.encoder(table[ids], mask).float()  # (B,T,H), the head decodes in float32
+        return self.head.decode(h, mask)  # (B,T), (B,T)
 
 
 def capture_encoder(graph: nn.Module, dtype: torch.dtype) -> nn.Module:
@@ -91,3 +135,15 @@ def capture_encoder(graph: nn.Module, dtype: torch.dtype) -> nn.Module:
     except Exception as e:  # noqa: BLE001 - any failure to trace leaves the (correct) eager module in place
         log.warning("encoder %s runs eagerly: tracing it failed (%s)", type(graph.encoder).__name__, e)
     return graph
+
+
+def capture_rows_to_tags(encoder: nn.Module, head: nn.Module, features: int, dtype: torch.dtype) -> LengthSplit | None:
+    """:class:`RowsToTags` of the eager ``encoder`` (features of ``dtype``) and ``head``, traced; None (the predictor
+    then runs encoder and head apart) where it does not trace: a CRF head's decoding loops over positions."""
+    try:
+        return LengthSplit(RowsToTags(encoder.eval(), head.eval()),
+                           lambda b, t, seed: rows_example(b, t, features, dtype, seed),
+                           getattr(encoder, "max_len", None))
+    except Exception as e:  # noqa: BLE001 - the encoder and head then run as two steps, as they do untraced
+        log.info("no one-call pass for %s + %s: %s", type(encoder).__name__, type(head).__name__, e)
+        return None

@@ -140,10 +140,11 @@ Backend = Callable[[dict[str, torch.Tensor]], torch.Tensor]
 
 class TorchBackend:
     """encode_batch's tensors -> h (B,T,H) float32, by a torch module with InferenceGraph's methods (the graph
-    itself, or a copy in another precision: tagger.backends)."""
+    itself, or a copy in another precision: tagger.backends). ``rows_to_tags``: (word table (N,F), row ids (B,T))
+    -> (tag ids (B,T), probabilities (B,T)) in one call (:class:`tagger.capture.RowsToTags`), or None."""
 
-    def __init__(self, graph: nn.Module, name: str):
-        self.graph, self.name = graph.eval(), name
+    def __init__(self, graph: nn.Module, name: str, rows_to_tags: Callable | None = None):
+        self.graph, self.name, self.rows_to_tags = graph.eval(), name, rows_to_tags
 
     def __call__(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.graph(batch["words"], batch["types"], batch["type_chars"], batch["mask"]).float()
@@ -181,6 +182,8 @@ class Predictor:
         # the word table remembers what a word costs, so its lookups need no cache of their own
         self.lookup = type_lookup(vocab, max_word_chars, None if split else cache_size)
         self.words = WordFeatures(self.backend, self.lookup, cache_size) if split else None
+        # the word table's rows to tags in one call, where the backend has it (tagger.capture.RowsToTags)
+        self.rows_to_tags = getattr(self.backend, "rows_to_tags", None) if self.words is not None else None
         limit = tagger.max_len
         self.window = min(window or limit or 512, limit or 10**9)
         self.overlap = min(overlap, self.window // 4)
@@ -211,12 +214,15 @@ class Predictor:
         piece_out: dict[int, tuple[list[int], list[float]]] = {}
         for chunk in self._batches([b - a for _, a, b in pieces]):
             spans = [pieces[p] for p in chunk]
-            h, mask = self._encode([streams[u] if b - a == len(streams[u]) else streams[u][a:b]
-                                    for u, a, b in spans])  # (B,T,H), (B,T)
-            # sentence edges inside each window: the CRF decodes each sentence as its own chain
-            starts = sentence_starts([[o - a for o in offsets[u] if a < o < b] for u, a, b in spans],
-                                     mask.shape[1]) if joined else None
-            pred, prob = self.tagger.head.decode(h, mask, starts)  # (B,T), (B,T)
+            texts = [streams[u] if b - a == len(streams[u]) else streams[u][a:b] for u, a, b in spans]
+            if self.rows_to_tags is not None and not joined:  # traced without sentence edges
+                pred, prob = self.words.tag(texts, self.rows_to_tags)  # (B,T), (B,T)
+            else:
+                h, mask = self._encode(texts)  # (B,T,H), (B,T)
+                # sentence edges inside each window: the CRF decodes each sentence as its own chain
+                starts = sentence_starts([[o - a for o in offsets[u] if a < o < b] for u, a, b in spans],
+                                         mask.shape[1]) if joined else None
+                pred, prob = self.tagger.head.decode(h, mask, starts)  # (B,T), (B,T)
             for p, (u, a, b), tags, probs in zip(chunk, spans, pred.tolist(), prob.tolist()):
                 piece_out[p] = (tags[: b - a], probs[: b - a])
         # merge windows: token t keeps the prediction of the window where it is most central

@@ -58,18 +58,30 @@ class WordFeatures:
 
     def encode(self, sentences: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Sentences -> the encoder output h (B,T,H) and the mask (B,T) of real tokens."""
-        distinct = dict.fromkeys(itertools.chain.from_iterable(sentences))
         with self.lock:  # threads share the table: its rows are read only once the new words are in
-            new = [t for t in distinct if t not in self.rows]
-            if new and self.size + len(new) > self.capacity:  # full: start again with this batch's words
-                self._forget()
-                new = list(distinct)
-            if new:
-                self._add(new)
-            rows = self.rows
-            ids, mask = padded([[rows[t] for t in s] for s in sentences])  # (B,T) rows of the table, 0 on padding
+            ids, mask = self._ids(sentences)  # (B,T), (B,T)
             x = self.table[ids]  # (B,T,F), a copy
         return self.backend.encode(x, mask), mask  # (B,T,H)
+
+    def tag(self, sentences: list[list[str]], rows_to_tags: Callable) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sentences -> tag ids (B,T) and probabilities (B,T) by ``rows_to_tags(table, ids)``
+        (:class:`tagger.capture.RowsToTags`), which reads the table: it runs under the table's lock."""
+        with self.lock:
+            ids, _ = self._ids(sentences)  # (B,T); first, as it may add rows and so grow the table
+            return rows_to_tags(self.table, ids)  # (B,T), (B,T)
+
+    def _ids(self, sentences: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(under the lock) the table rows of the sentences' words (B,T), 0 on padding, and the mask (B,T); words
+        not in the table are added first."""
+        distinct = dict.fromkeys(itertools.chain.from_iterable(sentences))
+        new = [t for t in distinct if t not in self.rows]
+        if new and self.size + len(new) > self.capacity:  # full: start again with this batch's words
+            self._forget()
+            new = list(distinct)
+        if new:
+            self._add(new)
+        rows = self.rows
+        return padded([[rows[t] for t in s] for s in sentences])  # (B,T), (B,T)
 
     def _add(self, words: list[str]) -> None:
         """Compute the features of ``words`` (none of them in the table) in one pass and give each a row; an empty

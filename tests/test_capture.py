@@ -10,9 +10,11 @@ import torch
 import torch.nn as nn
 
 from tagger.backends import bf16_native, make_predictor
-from tagger.capture import CapturedEncoder, capture_encoder, example
+from tagger.capture import CapturedEncoder, capture_encoder, capture_rows_to_tags, example, rows_example
 from tagger.checkpoint import load_checkpoint
 from tagger.models.attention import GEMM_MAX_LEN
+from tagger.models.heads import CRFHead, SoftmaxHead
+from tagger.models.self_attention import SelfAttentionEncoder
 from tests.models.test_encoders import D, encoders
 from tests.test_word_features import SENTS
 
@@ -35,6 +37,32 @@ def test_captured_encoder_gives_what_the_module_gives(name, enc):
             got = captured(x, mask)
             assert got.shape == want.shape
             torch.testing.assert_close(got, want)
+
+
+ROWS_ENCODERS = [e for e in encoders() if e[0] in ("window_fc", "bilstm", "sa-ffn_kernel3")
+                 or e[0].startswith("sa-scaled_dot-relative")]
+
+
+@pytest.mark.parametrize("name,enc", ROWS_ENCODERS, ids=lambda v: v if isinstance(v, str) else "")
+def test_rows_to_tags_gives_what_the_gather_encoder_and_softmax_head_give(name, enc):
+    head = SoftmaxHead(enc.output_dim, ["A", "B", "C"]).eval()
+    captured = capture_rows_to_tags(enc, head, D, torch.float32)
+    assert captured is not None
+    with torch.no_grad():
+        for i, (batch, length) in enumerate(UNSEEN):
+            table, ids = rows_example(batch, length, D, torch.float32, seed=200 + i)
+            mask = ids > 0
+            want_tags, want_probs = head.decode(enc(table[ids], mask), mask)  # (B,T), (B,T)
+            got_tags, got_probs = captured(table, ids)
+            assert torch.equal(got_tags, want_tags)
+            torch.testing.assert_close(got_probs, want_probs)
+            assert not got_probs[~mask].any()  # padding: probability 0, as the eager head gives it
+
+
+def test_a_crf_head_gets_no_one_call_pass():
+    """The CRF decodes with loops over positions: a trace holds for one length only, so the checks refuse it."""
+    enc = SelfAttentionEncoder(D, d_model=16, heads=2, layers=1, ffn_dim=16).eval()
+    assert capture_rows_to_tags(enc, CRFHead(16, ["O", "B-X", "I-X"], "IOB2").eval(), D, torch.float32) is None
 
 
 class PaddingBranch(nn.Module):
@@ -63,10 +91,21 @@ def test_a_captured_backend_tags_as_the_eager_one(tiny_pos_run, backend):
     eager = make_predictor(loaded.tagger, loaded.vocab, backend, capture=False)
     captured = make_predictor(loaded.tagger, loaded.vocab, backend)
     assert isinstance(captured.backend.graph.encoder, CapturedEncoder)
-    assert not isinstance(eager.backend.graph.encoder, CapturedEncoder)
+    assert captured.rows_to_tags is not None  # a softmax head: word-table rows to tags in one call
+    assert not isinstance(eager.backend.graph.encoder, CapturedEncoder) and eager.rows_to_tags is None
     assert not isinstance(loaded.tagger.encoder, CapturedEncoder)  # the tagger keeps its own module
     long_sentence = [SENTS[1][i % len(SENTS[1])] for i in range(GEMM_MAX_LEN + 20)]
     for sentences in (SENTS, SENTS[:1], [long_sentence]):
         want, got = eager.predict(sentences), captured.predict(sentences)
         assert [[t.tag for t in s] for s in got] == [[t.tag for t in s] for s in want]
         assert [t.score for s in got for t in s] == pytest.approx([t.score for s in want for t in s], abs=1e-6)
+
+
+def test_a_crf_model_captures_its_encoder_and_decodes_apart(tiny_ner_run):
+    loaded = load_checkpoint(tiny_ner_run / "checkpoints" / "best.ckpt")
+    eager = make_predictor(loaded.tagger, loaded.vocab, "fp32", capture=False)
+    captured = make_predictor(loaded.tagger, loaded.vocab, "fp32")
+    assert isinstance(loaded.tagger.head, CRFHead)  # tests/conftest.py trains it with head=crf
+    assert isinstance(captured.backend.graph.encoder, CapturedEncoder) and captured.rows_to_tags is None
+    want, got = eager.predict(SENTS), captured.predict(SENTS)
+    assert [[t.tag for t in s] for s in got] == [[t.tag for t in s] for s in want]
