@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 from tagger.backends import bf16_native, make_predictor
-from tagger.capture import CapturedEncoder, capture_encoder, capture_rows_to_tags, example, rows_example
+from tagger.capture import CapturedEncoder, capture_encoder, difference, capture_rows_to_tags, example, rows_example
 from tagger.checkpoint import load_checkpoint
 from tagger.models.attention import GEMM_MAX_LEN
 from tagger.models.heads import CRFHead, SoftmaxHead
@@ -109,3 +109,12 @@ def test_a_crf_model_captures_its_encoder_and_decodes_apart(tiny_ner_run):
     assert isinstance(captured.backend.graph.encoder, CapturedEncoder) and captured.rows_to_tags is None
     want, got = eager.predict(SENTS), captured.predict(SENTS)
     assert [[t.tag for t in s] for s in got] == [[t.tag for t in s] for s in want]
+
+
+def test_difference_names_what_differs():
+    x = torch.tensor([[1.0, 2.0]])
+    assert difference(x, x + 1e-7) is None and difference((x, x.long()), (x, x.long())) is None
+    assert "max |diff| 0.1" in difference(x, x + 0.1)
+    assert "(1, 2) torch.float32 against (2, 1)" in difference(x, x.T)
+    assert "1 values differ" in difference((x, torch.tensor([1, 2])), (x, torch.tensor([1, 3])))
+    assert difference(x.bfloat16(), (x * 1.01).bfloat16()) is None  # within bf16's tolerance
