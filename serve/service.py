@@ -29,6 +29,7 @@ from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Route
 
 from serve.batching import GreedyBatcher
+from serve.memory import HeapTrimmer
 from serve.middleware import BodyLimit, fix_bentoml_timeout
 from serve.openapi import ServeContract
 from serve.schemas import (
@@ -130,6 +131,7 @@ class TaggingService:
         self._info = {"tag": packaged.tag, "metadata": packaged.metadata, "config": packaged.config,
                       "window": self.predictor.window, "doc_window": self.predictor.doc_window,
                       "tokenizer": packaged.vocab.tokenizer, "backend": self.predictor.backend_name}
+        self.trimmer = HeapTrimmer(float(os.environ.get("TAGGER_TRIM_INTERVAL", "0.5")))
         self._calls = itertools.count()  # a document id per call: calls merged into one pass stay apart
         self.batcher = GreedyBatcher(self._tag_sentences, max_items=int(os.environ.get("TAGGER_MAX_BATCH", "256")),
                                      on_pass=BATCH_SENTENCES.observe)
@@ -140,7 +142,9 @@ class TaggingService:
 
     def _tag_sentences(self, items: list[tuple[int, list[str]]]) -> list[list[tuple[str, float]]]:
         sentences, docs = [s for _, s in items], [d for d, _ in items]
-        return self.predictor.predict(sentences, docs)  # (tag, score) named tuples
+        out = self.predictor.predict(sentences, docs)  # (tag, score) named tuples
+        self.trimmer.maybe_trim()  # freed tensor memory back to the OS, at most every TAGGER_TRIM_INTERVAL s
+        return out
 
     async def predict(self, sentences: list[list[str]]) -> list[list[tuple[str, float]]]:
         """Tags of sentences: [(tag, probability)] per token; concurrent calls share model passes.

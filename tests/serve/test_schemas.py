@@ -162,13 +162,14 @@ def test_each_call_is_one_document_and_merged_calls_stay_apart(service_module, t
     import itertools
 
     from serve.batching import GreedyBatcher
+    from serve.memory import HeapTrimmer
     from tagger.inference import Predictor
     from tests.test_export import TINY_SA, _tagger
 
     tagger, vocab = _tagger(tmp_path, ["data=conll2003", "head=crf", "data.doc_window=16", *TINY_SA], task="ner")
     predictor = Predictor(tagger, vocab)
     model = service_module.TaggingService.inner.__new__(service_module.TaggingService.inner)
-    model.predictor, model._calls = predictor, itertools.count()
+    model.predictor, model._calls, model.trimmer = predictor, itertools.count(), HeapTrimmer(0)
     passes = []
     model.batcher = GreedyBatcher(model._tag_sentences, on_pass=passes.append)
     a, b = [["the", "cat"], ["a", "dog", "sees"]], [["Zebra", "the"], ["cat"]]
