@@ -131,7 +131,7 @@ class TaggingService:
         self._info = {"tag": packaged.tag, "metadata": packaged.metadata, "config": packaged.config,
                       "window": self.predictor.window, "doc_window": self.predictor.doc_window,
                       "tokenizer": packaged.vocab.tokenizer, "backend": self.predictor.backend_name}
-        self.trimmer = HeapTrimmer(float(os.environ.get("TAGGER_TRIM_INTERVAL", "0.5")))
+        self.trimmer = HeapTrimmer(float(os.environ.get("TAGGER_TRIM_INTERVAL", "2")))
         self._calls = itertools.count()  # a document id per call: calls merged into one pass stay apart
         self.batcher = GreedyBatcher(self._tag_sentences, max_items=int(os.environ.get("TAGGER_MAX_BATCH", "256")),
                                      on_pass=BATCH_SENTENCES.observe)
