@@ -125,7 +125,9 @@ class TaggingService:
         packaged = load_packaged(self.bento_model)
         # forward passes of at most TAGGER_BATCH_SIZE windows and TAGGER_BATCH_TOKENS padded tokens: the sentences
         # of merged requests, shortest first, are not all padded to the longest one's length
+        streams = os.environ.get("TAGGER_STREAMS")  # passes of a model call run side by side (tagger.streams)
         self.predictor = make_predictor(packaged.tagger, packaged.vocab, BACKEND, threads=threads or None,
+                                        streams=int(streams) if streams else None,
                                         batch_size=int(os.environ.get("TAGGER_BATCH_SIZE", BATCH_SIZE)),
                                         max_tokens=int(os.environ.get("TAGGER_BATCH_TOKENS", MAX_TOKENS)))
         self._info = {"tag": packaged.tag, "metadata": packaged.metadata, "config": packaged.config,

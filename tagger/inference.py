@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from typing import Callable, Hashable, NamedTuple, Sequence
+from typing import Callable, Hashable, Iterable, NamedTuple, Sequence
 
 import torch
 import torch.nn as nn
@@ -18,6 +18,7 @@ from tagger.data.vocab import PAD_ID, Vocab
 from tagger.limits import BATCH_SIZE, MAX_TOKENS
 from tagger.models.tagger import Tagger
 from tagger.schemes import close_entities
+from tagger.streams import Streams
 from tagger.word_features import WordFeatures
 
 
@@ -39,6 +40,12 @@ def windows(n: int, size: int, overlap: int) -> list[tuple[int, int]]:
 class TokenPrediction(NamedTuple):  # a tuple: made once per token, so it should cost no more than one
     tag: str
     score: float
+
+
+def _predictions(tags: Iterable[str], scores: Iterable[float]) -> list[TokenPrediction]:
+    """TokenPredictions made by tuple.__new__ in C, without the Python call of the named tuple's own __new__ per
+    token (that call was ~40% of the time spent making them)."""
+    return list(map(tuple.__new__, itertools.repeat(TokenPrediction), zip(tags, scores)))
 
 
 TypeLookup = Callable[[str], "tuple[int, list[int]]"]
@@ -165,12 +172,14 @@ class Predictor:
     torch); the tag head (softmax or CRF Viterbi + marginals) always runs in torch. A forward pass holds at
     most ``batch_size`` windows and ``max_tokens`` padded positions (None: no token limit). ``cache_size``:
     words remembered between calls (0: none): on a torch backend each word's encoder input
-    (:class:`tagger.word_features.WordFeatures`), on another its id and characters.
+    (:class:`tagger.word_features.WordFeatures`), on another its id and characters. ``streams`` > 1: a call with
+    several passes runs that many at once, each on a thread of its own with its share of torch's intra-op threads
+    (:mod:`tagger.streams`); the tags are the same, the passes are the same batches.
     """
 
     def __init__(self, tagger: Tagger, vocab: Vocab, batch_size: int = BATCH_SIZE, window: int | None = None,
                  overlap: int = 32, max_word_chars: int = 40, backend: Backend | None = None,
-                 max_tokens: int | None = MAX_TOKENS, cache_size: int = 2**16):
+                 max_tokens: int | None = MAX_TOKENS, cache_size: int = 2**16, streams: int = 1):
         if batch_size < 1 or (max_tokens is not None and max_tokens < 1):
             raise ValueError(f"need batch_size >= 1 and max_tokens >= 1 or None, got {batch_size}, {max_tokens}")
         self.tagger, self.vocab = tagger.eval(), vocab
@@ -188,6 +197,8 @@ class Predictor:
         self.window = min(window or limit or 512, limit or 10**9)
         self.overlap = min(overlap, self.window // 4)
         self.doc_window = min(tagger.doc_window, self.window) if tagger.doc_window else None
+        # passes side by side on threads of their own, torch's intra-op threads shared out between them
+        self.streams = Streams(streams) if streams > 1 else None
 
     @torch.inference_mode()
     def predict(self, sentences: list[list[str]], docs: Sequence[Hashable] | None = None) -> list[list[TokenPrediction]]:
@@ -211,8 +222,12 @@ class Predictor:
             elif tokens:
                 pieces.append((u, 0, len(tokens)))
         joined = any(len(run) > 1 for run in runs)  # some window may hold several sentences
-        piece_out: dict[int, tuple[list[int], list[float]]] = {}
-        for chunk in self._batches([b - a for _, a, b in pieces]):
+
+        labels = self.vocab.labels
+
+        def tag_pass(chunk: list[int]) -> list[list[TokenPrediction] | tuple[list[int], list[float]]]:
+            """Per piece of one forward pass: the predictions of a lone sentence in one window (nearly every
+            sentence), made here so that streams make them side by side; else tag ids and probabilities to merge."""
             spans = [pieces[p] for p in chunk]
             texts = [streams[u] if b - a == len(streams[u]) else streams[u][a:b] for u, a, b in spans]
             if self.rows_to_tags is not None and not joined:  # traced without sentence edges
@@ -223,14 +238,32 @@ class Predictor:
                 starts = sentence_starts([[o - a for o in offsets[u] if a < o < b] for u, a, b in spans],
                                          mask.shape[1]) if joined else None
                 pred, prob = self.tagger.head.decode(h, mask, starts)  # (B,T), (B,T)
-            for p, (u, a, b), tags, probs in zip(chunk, spans, pred.tolist(), prob.tolist()):
-                piece_out[p] = (tags[: b - a], probs[: b - a])
+            results = []
+            for (u, a, b), tags, probs in zip(spans, pred.tolist(), prob.tolist()):
+                tags, probs = tags[: b - a], probs[: b - a]
+                alone = len(runs[u]) == 1 and b - a == len(streams[u])
+                results.append(_predictions(map(labels.__getitem__, tags), probs) if alone else (tags, probs))
+            return results
+
+        chunks = self._batches([b - a for _, a, b in pieces])
+        if self.streams is not None and len(chunks) > 1:
+            # the largest passes first, so that no stream is left with a large one when the others are done
+            chunks.sort(key=lambda c: -len(c) * (pieces[c[-1]][2] - pieces[c[-1]][1]))
+            passes = self.streams.map(tag_pass, chunks)
+        else:
+            passes = map(tag_pass, chunks)
+        piece_out = {p: result for chunk, results in zip(chunks, passes) for p, result in zip(chunk, results)}
+        out: list[list[TokenPrediction]] = [[] for _ in sentences]
         # merge windows: token t keeps the prediction of the window where it is most central
-        merged: list[tuple[list[int], list[float]]] = [([], []) for _ in streams]  # per stream: tag ids, probs
+        merged: dict[int, tuple[list[int], list[float]]] = {}  # stream -> tag ids, probs
         margins: dict[int, list[int]] = {}  # streams cut into several windows: each token's best margin so far
         for p, (u, a, b) in enumerate(pieces):
-            tags, probs = piece_out[p]
-            if b - a == len(streams[u]):  # the whole stream in one window (nearly every sentence)
+            result = piece_out[p]
+            if isinstance(result, list):  # a lone sentence in one window: its predictions
+                out[runs[u][0]] = result
+                continue
+            tags, probs = result
+            if b - a == len(streams[u]):  # a document's whole stream in one window
                 merged[u] = (tags, probs)
                 continue
             if u not in margins:
@@ -240,16 +273,15 @@ class Predictor:
                 margin = min(j, b - a - 1 - j)
                 if margin > best[a + j]:
                     best[a + j], best_tags[a + j], best_probs[a + j] = margin, tags[j], probs[j]
-        labels = self.vocab.labels
-        out: list[list[TokenPrediction]] = [[] for _ in sentences]
-        for run, run_offsets, (stream_tags, stream_probs) in zip(runs, offsets, merged):
-            if len(run) == 1:  # a sentence alone: its stream is its tags
-                out[run[0]] = list(map(TokenPrediction, map(labels.__getitem__, stream_tags), stream_probs))
+        for u, (stream_tags, stream_probs) in merged.items():
+            run = runs[u]
+            if len(run) == 1:  # a sentence alone, cut into windows
+                out[run[0]] = _predictions(map(labels.__getitem__, stream_tags), stream_probs)
                 continue
-            for s, start in zip(run, run_offsets):  # cut the stream back into its sentences
+            for s, start in zip(run, offsets[u]):  # cut the stream back into its sentences
                 end = start + len(sentences[s])
                 tags = close_entities([labels[t] for t in stream_tags[start:end]], self.vocab.tag_scheme, labels)
-                out[s] = list(map(TokenPrediction, tags, stream_probs[start:end]))
+                out[s] = _predictions(tags, stream_probs[start:end])
         return out
 
     def _encode(self, texts: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -36,6 +36,11 @@ class WordFeatures:
 
     ``lookup``: word -> (word id, clipped character ids), run once per new word. Row 0 holds the features of
     padding (the empty word), as the full graph computes them.
+
+    Threads share one table (:mod:`tagger.streams` runs passes side by side). A row of a table tensor, once in use,
+    is never written again: new words go to rows past ``size`` or into a new, larger tensor, and forgetting the
+    words drops the tensor. So a pass reads the tensor it was handed without the lock, which guards only the
+    word-to-row map and the table's growth.
     """
 
     def __init__(self, backend: FeatureBackend, lookup: Callable[[str], tuple[int, list[int]]], capacity: int):
@@ -48,27 +53,29 @@ class WordFeatures:
         self.lock = threading.Lock()
 
     def clear(self) -> None:
-        """Forget every word (the table keeps its memory)."""
+        """Forget every word; the table tensor is dropped, since passes running now may still read it."""
         with self.lock:
             self._forget()
 
     def _forget(self) -> None:  # under the lock
         self.rows = {}
         self.size = 0
+        self.table = None  # not reused in place: a pass running now may still read its rows
 
     def encode(self, sentences: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Sentences -> the encoder output h (B,T,H) and the mask (B,T) of real tokens."""
         with self.lock:  # threads share the table: its rows are read only once the new words are in
             ids, mask = self._ids(sentences)  # (B,T), (B,T)
-            x = self.table[ids]  # (B,T,F), a copy
-        return self.backend.encode(x, mask), mask  # (B,T,H)
+            table = self.table  # (N,F)
+        return self.backend.encode(table[ids], mask), mask  # (B,T,H)
 
     def tag(self, sentences: list[list[str]], rows_to_tags: Callable) -> tuple[torch.Tensor, torch.Tensor]:
         """Sentences -> tag ids (B,T) and probabilities (B,T) by ``rows_to_tags(table, ids)``
-        (:class:`tagger.capture.RowsToTags`), which reads the table: it runs under the table's lock."""
+        (:class:`tagger.capture.RowsToTags`), which reads the table tensor as it is once the batch's words are in."""
         with self.lock:
             ids, _ = self._ids(sentences)  # (B,T); first, as it may add rows and so grow the table
-            return rows_to_tags(self.table, ids)  # (B,T), (B,T)
+            table = self.table  # (N,F): its rows < N in use stay as they are whatever other threads add
+        return rows_to_tags(table, ids)  # (B,T), (B,T)
 
     def _ids(self, sentences: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
         """(under the lock) the table rows of the sentences' words (B,T), 0 on padding, and the mask (B,T); words

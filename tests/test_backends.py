@@ -86,3 +86,15 @@ def test_the_api_takes_a_backend(tiny_pos_run):
     nlp = tagger.load(tiny_pos_run, backend="onnx", threads=1)
     assert nlp.predictor.backend_name == "onnx"
     assert nlp("the cat sees a dog .")[0].tags == tagger.load(tiny_pos_run)("the cat sees a dog .")[0].tags
+
+
+def test_int8_word_rows_do_not_depend_on_the_words_new_beside_them(tiny_pos_run):
+    """int8 quantizes the encoder only: a word's features (embedder, character CNN) stay float32, so its row in the
+    word table is the same whichever words were new in the same batch (one int8 scale per batch would move it)."""
+    loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
+    p = make_predictor(loaded.tagger, loaded.vocab, "int8")
+    p.predict([["cat"]])
+    alone = p.words.table[p.words.rows["cat"]].clone()
+    p.forget_words()
+    p.predict([["W" * 30, "cat", "zebra-like", "12,345.67", "ÉCOLE"]])
+    assert torch.equal(p.words.table[p.words.rows["cat"]], alone)

@@ -81,3 +81,18 @@ def test_threads_sharing_a_predictor_get_the_tags_of_their_own_sentences(tiny_po
     want = [Predictor(loaded.tagger, loaded.vocab, cache_size=0).tags(s) for s in inputs]
     with ThreadPoolExecutor(4) as pool:
         assert list(pool.map(p.tags, inputs)) == want
+
+
+def test_a_table_handed_to_a_pass_keeps_its_rows_while_other_calls_forget_and_grow(tiny_pos_run):
+    """A pass reads its table without the lock: forgetting and growing must leave the rows it was handed as they were."""
+    loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
+    p = Predictor(loaded.tagger, loaded.vocab, cache_size=8)
+    handed = []
+    p.words.tag(SENTS[:1], lambda table, ids: handed.append((table, ids, table[ids].clone())))
+    table, ids, rows = handed[0]
+    p.words.tag(SENTS[1:2], lambda table, ids: None)  # 8 more words: past capacity, the table is forgotten
+    assert p.words.table is not table
+    p.words.clear()
+    assert p.words.table is None
+    p.words.tag(SENTS[1:], lambda table, ids: None)
+    assert torch.equal(table[ids], rows)

@@ -1,0 +1,92 @@
+"""Passes side by side (tagger.streams): each stream thread runs torch with its own intra-op thread count, and a
+predictor with streams tags exactly as one without."""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+import tagger.streams
+from tagger.backends import make_predictor
+from tagger.checkpoint import load_checkpoint
+from tagger.streams import Streams, StreamsError
+
+SENTS = [["the", "cat", "sees", "a", "tree"], ["a", "red", "car", "likes", "the", "old", "house", "."], ["dog"],
+         ["an", "unseen-word", "", "x" * 60], ["the", "big", "dog", "sees", "the", "small", "cat"], [],
+         ["the", "cat"] * 20]  # 40 tokens: windows of a predictor with window=16
+
+
+@pytest.fixture
+def two_threads():
+    keep = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(keep)
+
+
+def test_stream_threads_have_their_own_intra_op_count_and_the_rest_keep_theirs(two_threads):
+    streams = Streams(2)
+    assert streams.threads_each == 1
+    assert streams.map(lambda _: torch.get_num_threads(), range(6)) == [1] * 6
+    assert torch.get_num_threads() == 2
+    with ThreadPoolExecutor(1) as later:  # a thread started afterwards takes the process's count, not the streams'
+        assert later.submit(torch.get_num_threads).result() == 2
+
+
+def test_map_keeps_the_order_and_runs_in_inference_mode_on_the_stream_threads(two_threads):
+    out = Streams(2).map(lambda i: (i, torch.is_inference_mode_enabled(), threading.current_thread().name), range(9))
+    assert [i for i, _, _ in out] == list(range(9))
+    assert all(mode for _, mode, _ in out)
+    assert {name.split("_")[0] for _, _, name in out} == {"tagger-stream"}
+
+
+def test_a_torch_build_with_one_shared_thread_count_is_refused(two_threads, monkeypatch):
+    shared = [2]  # a build where every thread reads the process's one count
+
+    def set_count(n: int) -> None:
+        shared[0] = n
+
+    monkeypatch.setattr(tagger.streams.torch, "set_num_threads", set_count)
+    monkeypatch.setattr(tagger.streams.torch, "get_num_threads", lambda: shared[0])
+    with pytest.raises(StreamsError, match=r"stream threads read \[2, 2\], expected 1"):
+        Streams(2)
+
+
+def _tags_scores(out):
+    return [[(t.tag, t.score) for t in s] for s in out]
+
+
+@pytest.mark.parametrize("backend", ["fp32", "int8"])
+def test_a_predictor_with_streams_tags_as_one_without(tiny_pos_run, two_threads, backend):
+    """Small batches so that a call makes several passes, a sentence cut into windows, an empty one; the second call
+    finds every word in the table."""
+    loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
+    one = make_predictor(loaded.tagger, loaded.vocab, backend, streams=1, batch_size=2, window=16)
+    two = make_predictor(loaded.tagger, loaded.vocab, backend, streams=2, batch_size=2, window=16)
+    assert one.streams is None and two.streams.count == 2
+    want = _tags_scores(one.predict(SENTS))
+    assert _tags_scores(two.predict(SENTS)) == want
+    assert _tags_scores(two.predict(SENTS)) == want
+
+
+def test_a_document_model_with_streams_tags_as_without(tiny_ner_run, two_threads):
+    """A CRF model tagging documents: windows that join sentences take the encoder + decode path."""
+    loaded = load_checkpoint(tiny_ner_run / "checkpoints" / "best.ckpt")
+    docs = ["a", "a", "b", "b", "b", "c", "d"]
+    one = make_predictor(loaded.tagger, loaded.vocab, "int8", streams=1, batch_size=1)
+    two = make_predictor(loaded.tagger, loaded.vocab, "int8", streams=2, batch_size=1)
+    assert _tags_scores(two.predict(SENTS, docs)) == _tags_scores(one.predict(SENTS, docs))
+
+
+def test_streams_default_to_at_most_one_per_intra_op_thread(tiny_pos_run):
+    loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
+    keep = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert make_predictor(loaded.tagger, loaded.vocab, "fp32").streams is None
+        torch.set_num_threads(2)
+        assert make_predictor(loaded.tagger, loaded.vocab, "fp32").streams.threads_each == 1
+    finally:
+        torch.set_num_threads(keep)
