@@ -45,8 +45,8 @@ if TYPE_CHECKING:  # torch is imported where a backend is built: the service's e
 log = logging.getLogger(__name__)
 
 BACKENDS = ("fp32", "bf16", "int8", "onnx", "onnx-int8")
-# within 0.05 accuracy points of fp32 on EWT dev; in make bench (reports/bench.md) level with bf16 in batches of 256
-# (each ahead in some runs), the fastest in calls of 16 sentences, and unlike bf16 it runs on every CPU
+# within 0.05 accuracy points of fp32 on EWT dev; in make bench (reports/bench.md) the fastest in batches of 256 and in
+# calls of 1 and 16 sentences, and unlike bf16 it runs on every CPU
 DEFAULT_BACKEND = "int8"
 
 
