@@ -7,13 +7,15 @@ there. ``reports/bench.md`` measures both ways on the same cores.
 
 Under OpenMP (torch's CPU builds) the intra-op thread count is per thread: each stream thread sets its own, and
 the process-wide count that threads started later take is put back once every stream thread has set its own. A
-build where the count is not per thread is caught when the streams start (:class:`StreamsError`).
+build where the count is not per thread is caught when the streams start (:class:`StreamsError`). Threads do not
+survive a fork: a forked child starts threads of its own on its first :meth:`Streams.map`.
 
 Hand-written as a thin layer over ``concurrent.futures``: what the pool lacks is the per-thread intra-op count and
 inference mode in its threads.
 """
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, TypeVar
@@ -37,12 +39,15 @@ class Streams:
     def __init__(self, count: int, threads_each: int | None = None):
         if count < 1:
             raise ValueError(f"need streams >= 1, got {count}")
-        keep = torch.get_num_threads()
-        self.count, self.threads_each = count, threads_each or max(1, keep // count)
+        self.count, self.threads_each = count, threads_each or max(1, torch.get_num_threads() // count)
+        self._start()
+
+    def _start(self) -> None:
+        keep, count = torch.get_num_threads(), self.count
+        self.pid = os.getpid()  # a forked child has none of these threads: map starts them again there
         self.pool = ThreadPoolExecutor(count, thread_name_prefix="tagger-stream")
         seen: list[int] = []
-        set_all, restored = threading.Barrier(count + 1, timeout=START_TIMEOUT), threading.Barrier(count + 1,
-                                                                                                  timeout=START_TIMEOUT)
+        set_all, restored = (threading.Barrier(count + 1, timeout=START_TIMEOUT) for _ in range(2))
 
         def start() -> None:  # one per thread: the barrier keeps each thread on one call until all have started
             torch.set_num_threads(self.threads_each)
@@ -69,4 +74,6 @@ class Streams:
             with torch.inference_mode():
                 return fn(item)
 
+        if os.getpid() != self.pid:
+            self._start()
         return list(self.pool.map(run, items))

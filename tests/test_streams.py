@@ -2,7 +2,10 @@
 predictor with streams tags exactly as one without."""
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -90,3 +93,29 @@ def test_streams_default_to_at_most_one_per_intra_op_thread(tiny_pos_run):
         assert make_predictor(loaded.tagger, loaded.vocab, "fp32").streams.threads_each == 1
     finally:
         torch.set_num_threads(keep)
+
+
+def test_a_forked_child_starts_its_own_stream_threads(two_threads):
+    """Threads do not survive a fork: a child that maps on its parent's streams gets threads of its own, not a wait
+    on threads it does not have."""
+    streams = Streams(2)
+    streams.map(abs, [-1, -2])
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer within the parent's timeout, whatever happens
+        code = 1
+        try:
+            os.write(write, repr(streams.map(lambda _: torch.get_num_threads(), range(4))).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the child's map never returned")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    assert os.read(read, 100).decode() == "[1, 1, 1, 1]"
