@@ -174,7 +174,8 @@ class Predictor:
     words remembered between calls (0: none): on a torch backend each word's encoder input
     (:class:`tagger.word_features.WordFeatures`), on another its id and characters. ``streams`` > 1: a call with
     several passes runs that many at once, each on a thread of its own with its share of torch's intra-op threads
-    (:mod:`tagger.streams`); the tags are the same, the passes are the same batches.
+    (:mod:`tagger.streams`); the passes are the same batches, so the tags are the same (a score may differ in its
+    last bits where a kernel sums in another order on one thread).
     """
 
     def __init__(self, tagger: Tagger, vocab: Vocab, batch_size: int = BATCH_SIZE, window: int | None = None,

@@ -1,5 +1,5 @@
 """Passes side by side (tagger.streams): each stream thread runs torch with its own intra-op thread count, and a
-predictor with streams tags exactly as one without."""
+predictor with streams tags as one without."""
 from __future__ import annotations
 
 import os
@@ -57,8 +57,10 @@ def test_a_torch_build_with_one_shared_thread_count_is_refused(two_threads, monk
         Streams(2)
 
 
-def _tags_scores(out):
-    return [[(t.tag, t.score) for t in s] for s in out]
+def _same(got, want) -> None:
+    """The same tags; scores within float32 rounding (a kernel on one thread may sum in another order than on two)."""
+    assert [[t.tag for t in s] for s in got] == [[t.tag for t in s] for s in want]
+    assert [t.score for s in got for t in s] == pytest.approx([t.score for s in want for t in s], abs=1e-6)
 
 
 @pytest.mark.parametrize("backend", ["fp32", "int8"])
@@ -69,9 +71,9 @@ def test_a_predictor_with_streams_tags_as_one_without(tiny_pos_run, two_threads,
     one = make_predictor(loaded.tagger, loaded.vocab, backend, streams=1, batch_size=2, window=16)
     two = make_predictor(loaded.tagger, loaded.vocab, backend, streams=2, batch_size=2, window=16)
     assert one.streams is None and two.streams.count == 2
-    want = _tags_scores(one.predict(SENTS))
-    assert _tags_scores(two.predict(SENTS)) == want
-    assert _tags_scores(two.predict(SENTS)) == want
+    want = one.predict(SENTS)
+    _same(two.predict(SENTS), want)
+    _same(two.predict(SENTS), want)
 
 
 def test_a_document_model_with_streams_tags_as_without(tiny_ner_run, two_threads):
@@ -80,7 +82,7 @@ def test_a_document_model_with_streams_tags_as_without(tiny_ner_run, two_threads
     docs = ["a", "a", "b", "b", "b", "c", "d"]
     one = make_predictor(loaded.tagger, loaded.vocab, "int8", streams=1, batch_size=1)
     two = make_predictor(loaded.tagger, loaded.vocab, "int8", streams=2, batch_size=1)
-    assert _tags_scores(two.predict(SENTS, docs)) == _tags_scores(one.predict(SENTS, docs))
+    _same(two.predict(SENTS, docs), one.predict(SENTS, docs))
 
 
 def test_streams_default_to_at_most_one_per_intra_op_thread(tiny_pos_run):
