@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 from typing import Callable, Hashable, Iterable, NamedTuple, Sequence
 
 import torch
@@ -18,8 +19,10 @@ from tagger.data.vocab import PAD_ID, Vocab
 from tagger.limits import BATCH_SIZE, MAX_TOKENS
 from tagger.models.tagger import Tagger
 from tagger.schemes import close_entities
-from tagger.streams import Streams
+from tagger.streams import Streams, StreamsError
 from tagger.word_features import WordFeatures
+
+log = logging.getLogger(__name__)
 
 
 def windows(n: int, size: int, overlap: int) -> list[tuple[int, int]]:
@@ -46,6 +49,16 @@ def _predictions(tags: Iterable[str], scores: Iterable[float]) -> list[TokenPred
     """TokenPredictions made by tuple.__new__ in C, without the Python call of the named tuple's own __new__ per
     token (that call was ~40% of the time spent making them)."""
     return list(map(tuple.__new__, itertools.repeat(TokenPrediction), zip(tags, scores)))
+
+
+def _streams(count: int) -> Streams | None:
+    """``count`` streams, or None (passes one after another, with a warning) where this torch build cannot give each
+    thread its own intra-op thread count."""
+    try:
+        return Streams(count)
+    except StreamsError as e:
+        log.warning("passes run one after another: %s", e)
+        return None
 
 
 TypeLookup = Callable[[str], "tuple[int, list[int]]"]
@@ -199,7 +212,7 @@ class Predictor:
         self.overlap = min(overlap, self.window // 4)
         self.doc_window = min(tagger.doc_window, self.window) if tagger.doc_window else None
         # passes side by side on threads of their own, torch's intra-op threads shared out between them
-        self.streams = Streams(streams) if streams > 1 else None
+        self.streams = _streams(streams) if streams > 1 else None
 
     @torch.inference_mode()
     def predict(self, sentences: list[list[str]], docs: Sequence[Hashable] | None = None) -> list[list[TokenPrediction]]:

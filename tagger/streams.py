@@ -7,7 +7,8 @@ there. ``reports/bench.md`` measures both ways on the same cores.
 
 Under OpenMP (torch's CPU builds) the intra-op thread count is per thread: each stream thread sets its own, and
 the process-wide count that threads started later take is put back once every stream thread has set its own. A
-build where the count is not per thread is caught when the streams start (:class:`StreamsError`). Threads do not
+build where the count is not per thread is caught when the streams start (:class:`StreamsError`; a
+:class:`tagger.inference.Predictor` then runs its passes one after another and says so in the log). Threads do not
 survive a fork: a forked child starts threads of its own on its first :meth:`Streams.map`.
 
 Hand-written as a thin layer over ``concurrent.futures``: what the pool lacks is the per-thread intra-op count and

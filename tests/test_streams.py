@@ -57,6 +57,18 @@ def test_a_torch_build_with_one_shared_thread_count_is_refused(two_threads, monk
         Streams(2)
 
 
+def test_a_predictor_on_such_a_build_runs_its_passes_one_after_another(tiny_pos_run, two_threads, monkeypatch,
+                                                                      caplog):
+    loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
+    want = make_predictor(loaded.tagger, loaded.vocab, "fp32", streams=1, batch_size=2).predict(SENTS)
+    shared = [2]
+    monkeypatch.setattr(tagger.streams.torch, "set_num_threads", lambda n: shared.__setitem__(0, n))
+    monkeypatch.setattr(tagger.streams.torch, "get_num_threads", lambda: shared[0])
+    p = make_predictor(loaded.tagger, loaded.vocab, "fp32", streams=2, batch_size=2)
+    assert p.streams is None and "passes run one after another" in caplog.text
+    _same(p.predict(SENTS), want)
+
+
 def _same(got, want) -> None:
     """The same tags; scores within float32 rounding (a kernel on one thread may sum in another order than on two)."""
     assert [[t.tag for t in s] for s in got] == [[t.tag for t in s] for s in want]
