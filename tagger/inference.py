@@ -238,10 +238,12 @@ class Predictor:
         joined = any(len(run) > 1 for run in runs)  # some window may hold several sentences
 
         labels = self.vocab.labels
+        out: list[list[TokenPrediction]] = [[] for _ in sentences]
 
-        def tag_pass(chunk: list[int]) -> list[list[TokenPrediction] | tuple[list[int], list[float]]]:
-            """Per piece of one forward pass: the predictions of a lone sentence in one window (nearly every
-            sentence), made here so that streams make them side by side; else tag ids and probabilities to merge."""
+        def tag_pass(chunk: list[int]) -> list[tuple[int, list[int], list[float]]]:
+            """One forward pass. The predictions of a lone sentence in one window (nearly every sentence) go straight
+            into ``out``, made here so that streams make them side by side; the other pieces come back as (piece, tag
+            ids, probabilities) to merge."""
             spans = [pieces[p] for p in chunk]
             texts = [streams[u] if b - a == len(streams[u]) else streams[u][a:b] for u, a, b in spans]
             if self.rows_to_tags is not None and not joined:  # traced without sentence edges
@@ -252,12 +254,14 @@ class Predictor:
                 starts = sentence_starts([[o - a for o in offsets[u] if a < o < b] for u, a, b in spans],
                                          mask.shape[1]) if joined else None
                 pred, prob = self.tagger.head.decode(h, mask, starts)  # (B,T), (B,T)
-            results = []
-            for (u, a, b), tags, probs in zip(spans, pred.tolist(), prob.tolist()):
+            rest = []
+            for p, (u, a, b), tags, probs in zip(chunk, spans, pred.tolist(), prob.tolist()):
                 tags, probs = tags[: b - a], probs[: b - a]
-                alone = len(runs[u]) == 1 and b - a == len(streams[u])
-                results.append(_predictions(map(labels.__getitem__, tags), probs) if alone else (tags, probs))
-            return results
+                if len(runs[u]) == 1 and b - a == len(streams[u]):
+                    out[runs[u][0]] = _predictions(map(labels.__getitem__, tags), probs)
+                else:
+                    rest.append((p, tags, probs))
+            return rest
 
         chunks = self._batches([b - a for _, a, b in pieces])
         if self.streams is not None and len(chunks) > 1:
@@ -265,18 +269,12 @@ class Predictor:
             chunks.sort(key=lambda c: -len(c) * (pieces[c[-1]][2] - pieces[c[-1]][1]))
             passes = self.streams.map(tag_pass, chunks)
         else:
-            passes = map(tag_pass, chunks)
-        piece_out = {p: result for chunk, results in zip(chunks, passes) for p, result in zip(chunk, results)}
-        out: list[list[TokenPrediction]] = [[] for _ in sentences]
-        # merge windows: token t keeps the prediction of the window where it is most central
+            passes = list(map(tag_pass, chunks))
+        # merge windows: token t keeps the prediction of the window where it is most central (the first on a tie)
         merged: dict[int, tuple[list[int], list[float]]] = {}  # stream -> tag ids, probs
         margins: dict[int, list[int]] = {}  # streams cut into several windows: each token's best margin so far
-        for p, (u, a, b) in enumerate(pieces):
-            result = piece_out[p]
-            if isinstance(result, list):  # a lone sentence in one window: its predictions
-                out[runs[u][0]] = result
-                continue
-            tags, probs = result
+        for p, tags, probs in sorted(itertools.chain.from_iterable(passes), key=lambda r: r[0]):
+            u, a, b = pieces[p]
             if b - a == len(streams[u]):  # a document's whole stream in one window
                 merged[u] = (tags, probs)
                 continue
