@@ -64,31 +64,29 @@ class WordFeatures:
 
     def encode(self, sentences: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Sentences -> the encoder output h (B,T,H) and the mask (B,T) of real tokens."""
-        with self.lock:  # threads share the table: its rows are read only once the new words are in
-            ids, mask = self._ids(sentences)  # (B,T), (B,T)
-            table = self.table  # (N,F)
+        table, ids, mask = self._rows(sentences)  # (N,F), (B,T), (B,T)
         return self.backend.encode(table[ids], mask), mask  # (B,T,H)
 
     def tag(self, sentences: list[list[str]], rows_to_tags: Callable) -> tuple[torch.Tensor, torch.Tensor]:
         """Sentences -> tag ids (B,T) and probabilities (B,T) by ``rows_to_tags(table, ids)``
         (:class:`tagger.capture.RowsToTags`), which reads the table tensor as it is once the batch's words are in."""
-        with self.lock:
-            ids, _ = self._ids(sentences)  # (B,T); first, as it may add rows and so grow the table
-            table = self.table  # (N,F): its rows < N in use stay as they are whatever other threads add
+        table, ids, _ = self._rows(sentences)  # (N,F), (B,T)
         return rows_to_tags(table, ids)  # (B,T), (B,T)
 
-    def _ids(self, sentences: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(under the lock) the table rows of the sentences' words (B,T), 0 on padding, and the mask (B,T); words
-        not in the table are added first."""
+    def _rows(self, sentences: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The table tensor (N,F) as it is once the sentences' words are in (words not in it are added first, which
+        may grow it), their rows (B,T), 0 on padding, and the mask (B,T). Under the lock; the caller reads the tensor
+        without it, as its rows in use stay as they are whatever other threads add."""
         distinct = dict.fromkeys(itertools.chain.from_iterable(sentences))
-        new = [t for t in distinct if t not in self.rows]
-        if new and self.size + len(new) > self.capacity:  # full: start again with this batch's words
-            self._forget()
-            new = list(distinct)
-        if new:
-            self._add(new)
-        rows = self.rows
-        return padded([[rows[t] for t in s] for s in sentences])  # (B,T), (B,T)
+        with self.lock:
+            new = [t for t in distinct if t not in self.rows]
+            if new and self.size + len(new) > self.capacity:  # full: start again with this batch's words
+                self._forget()
+                new = list(distinct)
+            if new:
+                self._add(new)
+            rows = self.rows
+            return (self.table, *padded([[rows[t] for t in s] for s in sentences]))  # (N,F), (B,T), (B,T)
 
     def _add(self, words: list[str]) -> None:
         """Compute the features of ``words`` (none of them in the table) in one pass and give each a row; an empty
