@@ -148,22 +148,24 @@ def bench(args) -> dict[str, Any]:
     if args.quick:
         dev, dev_gold, test, test_gold = dev[:300], dev_gold[:300], test[:300], test_gold[:300]
     n_test = sum(map(len, test))
+    # row name -> (backend, capture); the default backend also with its encoder run module by module: what capturing
+    # it as TorchScript buys
+    specs = {**{name: (name, True) for name in BACKENDS}, EAGER.format(DEFAULT_BACKEND): (DEFAULT_BACKEND, False)}
+
+    def predictor(name: str, **kw: Any):
+        backend, capture = specs[name]
+        return make_predictor(loaded.tagger, loaded.vocab, backend, threads=args.threads, batch_size=args.batch_size,
+                              capture=capture, **kw)
+
     predictors, rows = {}, []
-    for name in BACKENDS:
+    for name in specs:
         try:
-            predictors[name] = make_predictor(loaded.tagger, loaded.vocab, name, threads=args.threads,
-                                              batch_size=args.batch_size)
+            predictors[name] = predictor(name)
         except BackendError as e:
             print(f"[bench] {name}: {e}", file=sys.stderr)
             rows.append({"backend": name, "error": str(e)})
-    # the default backend with its encoder run module by module: what capturing it as TorchScript buys
-    predictors[EAGER.format(DEFAULT_BACKEND)] = make_predictor(loaded.tagger, loaded.vocab, DEFAULT_BACKEND,
-                                                               threads=args.threads, batch_size=args.batch_size,
-                                                               capture=False)
     # each predictor again with its passes one after another, all threads on each (tagger.streams)
-    one_stream = {name: make_predictor(loaded.tagger, loaded.vocab, name.split(",")[0], threads=args.threads,
-                                       batch_size=args.batch_size, capture=name in BACKENDS, streams=1)
-                  for name in predictors}
+    one_stream = {name: predictor(name, streams=1) for name in predictors}
     for name, p in predictors.items():
         row = {"backend": name, "dev_acc": accuracy(p.tags(dev), dev_gold)}
         p.forget_words()  # one test pass with no word remembered (the timed passes below find them all cached)
