@@ -45,25 +45,29 @@ def test_map_keeps_the_order_and_runs_in_inference_mode_on_the_stream_threads(tw
     assert {name.split("_")[0] for _, _, name in out} == {"tagger-stream"}
 
 
-def test_a_torch_build_with_one_shared_thread_count_is_refused(two_threads, monkeypatch):
-    shared = [2]  # a build where every thread reads the process's one count
+@pytest.fixture
+def one_shared_count(two_threads, monkeypatch):
+    """torch made to behave as a build where every thread reads the process's one intra-op count (once the predictor
+    that needs the real count is built: call the fixture's value)."""
+    shared = [2]
 
-    def set_count(n: int) -> None:
-        shared[0] = n
+    def fake() -> None:
+        monkeypatch.setattr(tagger.streams.torch, "set_num_threads", lambda n: shared.__setitem__(0, n))
+        monkeypatch.setattr(tagger.streams.torch, "get_num_threads", lambda: shared[0])
 
-    monkeypatch.setattr(tagger.streams.torch, "set_num_threads", set_count)
-    monkeypatch.setattr(tagger.streams.torch, "get_num_threads", lambda: shared[0])
+    return fake
+
+
+def test_a_torch_build_with_one_shared_thread_count_is_refused(one_shared_count):
+    one_shared_count()
     with pytest.raises(StreamsError, match=r"stream threads read \[2, 2\], expected 1"):
         Streams(2)
 
 
-def test_a_predictor_on_such_a_build_runs_its_passes_one_after_another(tiny_pos_run, two_threads, monkeypatch,
-                                                                      caplog):
+def test_a_predictor_on_such_a_build_runs_its_passes_one_after_another(tiny_pos_run, one_shared_count, caplog):
     loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
     want = make_predictor(loaded.tagger, loaded.vocab, "fp32", streams=1, batch_size=2).predict(SENTS)
-    shared = [2]
-    monkeypatch.setattr(tagger.streams.torch, "set_num_threads", lambda n: shared.__setitem__(0, n))
-    monkeypatch.setattr(tagger.streams.torch, "get_num_threads", lambda: shared[0])
+    one_shared_count()
     p = make_predictor(loaded.tagger, loaded.vocab, "fp32", streams=2, batch_size=2)
     assert p.streams is None and "passes run one after another" in caplog.text
     _same(p.predict(SENTS), want)
