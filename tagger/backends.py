@@ -157,7 +157,7 @@ def make_predictor(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads:
     (default: torch's), shared out between the streams; ``capture``: trace a torch backend's encoder
     (:mod:`tagger.capture`); ``streams``: passes run side by side (:mod:`tagger.streams`; default
     :data:`tagger.limits.STREAMS`, at most torch's intra-op thread count); ``predictor_kw``: batch_size, window,
-    overlap, max_word_chars, max_tokens, cache_size."""
+    overlap, max_word_chars, max_tokens, cache_size, pass_cost."""
     import torch
 
     from tagger.inference import Predictor

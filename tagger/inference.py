@@ -16,8 +16,9 @@ import torch.nn as nn
 
 from tagger.data.encoding import clip_word, collate, document_runs, encode_sentence, padded, sentence_starts
 from tagger.data.vocab import PAD_ID, Vocab
-from tagger.limits import BATCH_SIZE, MAX_TOKENS
+from tagger.limits import BATCH_SIZE, MAX_TOKENS, PASS_COST
 from tagger.models.tagger import Tagger
+from tagger.passes import plan_passes
 from tagger.schemes import close_entities
 from tagger.streams import Streams, StreamsError
 from tagger.word_features import WordFeatures
@@ -183,7 +184,8 @@ class Predictor:
 
     ``backend`` computes the encoder output of a batch (default: the :class:`InferenceGraph` in
     torch); the tag head (softmax or CRF Viterbi + marginals) always runs in torch. A forward pass holds at
-    most ``batch_size`` windows and ``max_tokens`` padded positions (None: no token limit). ``cache_size``:
+    most ``batch_size`` windows and ``max_tokens`` padded positions (None: no token limit); within those limits a
+    call is cut into passes where the padding saved is worth more than ``pass_cost`` positions. ``cache_size``:
     words remembered between calls (0: none): on a torch backend each word's encoder input
     (:class:`tagger.word_features.WordFeatures`), on another its id and characters. ``streams`` > 1: a call with
     several passes runs that many at once, each on a thread of its own with its share of torch's intra-op threads
@@ -193,11 +195,14 @@ class Predictor:
 
     def __init__(self, tagger: Tagger, vocab: Vocab, batch_size: int = BATCH_SIZE, window: int | None = None,
                  overlap: int = 32, max_word_chars: int = 40, backend: Backend | None = None,
-                 max_tokens: int | None = MAX_TOKENS, cache_size: int = 2**16, streams: int = 1):
-        if batch_size < 1 or (max_tokens is not None and max_tokens < 1):
-            raise ValueError(f"need batch_size >= 1 and max_tokens >= 1 or None, got {batch_size}, {max_tokens}")
+                 max_tokens: int | None = MAX_TOKENS, cache_size: int = 2**16, streams: int = 1,
+                 pass_cost: int = PASS_COST):
+        if batch_size < 1 or (max_tokens is not None and max_tokens < 1) or pass_cost < 0:
+            raise ValueError(f"need batch_size >= 1, max_tokens >= 1 or None and pass_cost >= 0, got {batch_size}, "
+                             f"{max_tokens}, {pass_cost}")
         self.tagger, self.vocab = tagger.eval(), vocab
         self.batch_size, self.max_word_chars, self.max_tokens = batch_size, max_word_chars, max_tokens
+        self.pass_cost = pass_cost  # what one more pass costs, in padded positions (tagger.passes)
         self.graph = InferenceGraph(self.tagger).eval()
         self.backend: Backend = backend or TorchBackend(self.graph, "fp32")
         self.backend_name: str = getattr(self.backend, "name", type(self.backend).__name__)
@@ -312,17 +317,10 @@ class Predictor:
 
     def _batches(self, lengths: list[int]) -> list[list[int]]:
         """Indices of the pieces, shortest first, cut into forward passes of at most ``batch_size`` pieces and
-        ``max_tokens`` padded positions (pieces x longest piece), so a batch of short sentences is not padded to
-        the length of one long one and a batch of long windows stays small. A piece longer than ``max_tokens``
-        is a batch of its own."""
-        batches: list[list[int]] = []
-        for p in sorted(range(len(lengths)), key=lengths.__getitem__):
-            if batches and len(batches[-1]) < self.batch_size and (
-                    self.max_tokens is None or (len(batches[-1]) + 1) * lengths[p] <= self.max_tokens):
-                batches[-1].append(p)
-            else:
-                batches.append([p])
-        return batches
+        ``max_tokens`` padded positions (pieces x longest piece), where the padding saved is worth more than another
+        pass costs (:func:`tagger.passes.plan_passes`): a batch of short sentences is not padded to the length of
+        one long one, and a batch of long windows stays small. A piece longer than ``max_tokens`` is a pass of its own."""
+        return plan_passes(lengths, self.batch_size, self.max_tokens, self.pass_cost)
 
     def tags(self, sentences: list[list[str]], docs: Sequence[Hashable] | None = None) -> list[list[str]]:
         return [[tp.tag for tp in sent] for sent in self.predict(sentences, docs)]

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import itertools
 import json
+import random
 
 import pytest
 import torch
@@ -8,6 +10,7 @@ import torch
 from tagger.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
 from tagger.data.encoding import collate, encode_sentence
 from tagger.inference import Predictor, encode_batch, windows
+from tagger.passes import plan_passes
 
 
 def test_windows_cover_everything_with_overlap():
@@ -49,8 +52,49 @@ def test_forward_passes_hold_at_most_batch_size_windows_and_max_tokens_padded_to
         assert len(b) <= 4
         assert len(b) * max(lengths[i] for i in b) <= 32 or len(b) == 1  # a longer piece runs alone
     assert [len(b) for b in batches] == [4, 3, 1, 1, 1]  # [1,2,3,3] [8,9,9] [30] [40] [120]
-    unlimited = Predictor(loaded.tagger, loaded.vocab, batch_size=4, max_tokens=None)._batches(lengths)
-    assert [len(b) for b in unlimited] == [4, 4, 2]
+
+
+def _plan_cost(plan: list[list[int]], lengths: list[int], pass_cost: int) -> int:
+    return sum(pass_cost + len(p) * max(lengths[i] for i in p) for p in plan)
+
+
+def _least_cost(lengths: list[int], pass_cost: int) -> int:
+    """The cheapest cut of the sorted pieces into passes (padded positions + pass_cost each), by trying every cut."""
+    ordered = sorted(lengths)
+    best = None
+    for cuts in itertools.product((False, True), repeat=max(0, len(ordered) - 1)):
+        cost, size = 0, 1
+        for i, cut in enumerate((*cuts, True)):
+            if cut:
+                cost, size = cost + pass_cost + size * ordered[i], 1
+            else:
+                size += 1
+        best = cost if best is None else min(best, cost)
+    return best
+
+
+@pytest.mark.parametrize("pass_cost", [0, 5, 64])
+def test_passes_cost_the_least_padding_plus_pass_cost_when_no_limit_binds(pass_cost):
+    rng = random.Random(pass_cost)
+    for _ in range(200):
+        lengths = [rng.choice([1, 2, 3, 5, 8, 9, 12, 20, 40, 100]) for _ in range(rng.randint(1, 9))]
+        plan = plan_passes(lengths, batch_size=100, max_tokens=None, pass_cost=pass_cost)
+        assert sorted(i for p in plan for i in p) == list(range(len(lengths)))
+        assert _plan_cost(plan, lengths, pass_cost) == _least_cost(lengths, pass_cost), lengths
+
+
+def test_a_merged_batch_of_short_and_long_sentences_is_cut_where_padding_costs_more_than_a_pass():
+    # eight 3-token sentences and two of 60: padding the short ones to 60 would cost 456 positions
+    lengths = [3, 60, 3, 3, 3, 60, 3, 3, 3, 3]
+    plan = plan_passes(lengths, batch_size=256, max_tokens=2048, pass_cost=64)
+    assert [sorted(lengths[i] for i in p) for p in plan] == [[3] * 8, [60, 60]]
+    # nearly equal lengths stay in one pass: 30 pieces of 10-12 tokens pad 30 positions, less than a pass
+    assert len(plan_passes([10, 11, 12] * 10, batch_size=256, max_tokens=2048, pass_cost=64)) == 1
+    # a free pass: every distinct length apart; a pass dearer than any padding: as few passes as the limits allow
+    assert len(plan_passes(lengths, batch_size=256, max_tokens=2048, pass_cost=0)) == 2
+    assert len(plan_passes([3, 5, 8, 60], batch_size=256, max_tokens=2048, pass_cost=0)) == 4
+    assert len(plan_passes([3, 5, 8, 60], batch_size=256, max_tokens=2048, pass_cost=10**6)) == 1
+    assert len(plan_passes([3, 5, 8, 60], batch_size=2, max_tokens=2048, pass_cost=10**6)) == 2
 
 
 def test_predictions_do_not_depend_on_the_token_budget_or_the_word_cache(tiny_pos_run):

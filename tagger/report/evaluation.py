@@ -16,7 +16,7 @@ from tagger.report.sweeps import ReportError, Run
 CACHE_VERSION = 2
 # the code a cached evaluation depends on: its predictions and its tokens/s are measured again when any of it changes
 # (tests/test_report.py checks it holds every project module the predictor and the scoring use)
-PREDICTION_CODE = ("inference.py", "word_features.py", "streams.py", "limits.py", "schemes.py", "evaluate.py", "metrics.py",
+PREDICTION_CODE = ("inference.py", "word_features.py", "streams.py", "passes.py", "limits.py", "schemes.py", "evaluate.py", "metrics.py",
                    "checkpoint.py", "data/vocab.py", "data/encoding.py", "models")
 
 
