@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 EWT_SPLIT = "ud_english_ewt/en_ewt-ud-{split}.conllu"
+JSON_HEADERS = {"Content-Type": "application/json"}
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -133,15 +134,14 @@ def load_sentences(data_dir: str | Path) -> list[list[str]]:
     return ewt_split(data_dir, "test")[0]
 
 
-def payloads(sentences: list[list[str]], per_request: int, tokens: int | None = None) -> Iterator[list[list[str]]]:
-    """Endless request bodies' sentence lists, cycling through the corpus in order."""
+def payloads(sentences: list[list[str]], per_request: int, tokens: int | None = None) -> list[list[list[str]]]:
+    """The sentence list of each request, in corpus order (the clients cycle through them)."""
     if tokens is not None:  # sentences of exactly `tokens` tokens, cut from the running text
         words = [w for s in sentences for w in s]
         pool = [words[i:i + tokens] for i in range(0, len(words) - tokens, tokens)]
     else:
         pool = [s for s in sentences if s]
-    groups = [pool[i:i + per_request] for i in range(0, len(pool) - per_request + 1, per_request)]
-    return itertools.cycle(groups)
+    return [pool[i:i + per_request] for i in range(0, len(pool) - per_request + 1, per_request)]
 
 
 def _tags_per_sentence(body: Any) -> list[int] | None:
@@ -165,15 +165,16 @@ def _tags_per_sentence(body: Any) -> list[int] | None:
     return counts
 
 
-async def _client(session, url: str, bodies: Iterator[list[list[str]]], deadline: float, timeout: float,
+async def _client(session, url: str, bodies: Iterator[tuple[list[list[str]], bytes]], deadline: float, timeout: float,
                   result: LoadResult, get: bool = False) -> None:
     import aiohttp
 
+    limit = aiohttp.ClientTimeout(total=timeout)
     while time.perf_counter() < deadline:
-        sents = next(bodies)  # clients share one event loop thread: no lock needed
+        sents, body = next(bodies)  # clients share one event loop thread: no lock needed
         started = time.perf_counter()
-        request = (session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) if get else
-                   session.post(url, json={"sentences": sents}, timeout=aiohttp.ClientTimeout(total=timeout)))
+        request = (session.get(url, timeout=limit) if get else
+                   session.post(url, data=body, headers=JSON_HEADERS, timeout=limit))
         try:
             async with request as r:
                 raw = await r.read()
@@ -206,7 +207,7 @@ async def _client(session, url: str, bodies: Iterator[list[list[str]]], deadline
         result.tokens += sum(counts)
 
 
-async def _run(url: str, clients: int, duration: float, bodies: Iterator[list[list[str]]], timeout: float,
+async def _run(url: str, clients: int, duration: float, bodies: Iterator[tuple[list[list[str]], bytes]], timeout: float,
                per_request: int, pid: int | None, get: bool = False) -> LoadResult:
     import aiohttp
 
@@ -253,7 +254,9 @@ def run_load(url: str, clients: int, duration: float, sentences: list[list[str]]
     ``url`` instead (no body; every 200 answer counts), e.g. ``/livez`` for the server's per-request floor."""
     if clients < 1 or duration <= 0 or per_request < 1:
         raise ValueError("need clients >= 1, duration > 0 and sentences per request >= 1")
-    bodies = itertools.repeat([]) if get else payloads(sentences, per_request, tokens)
+    # each request's sentences and its JSON body, encoded once before the clients start rather than per request
+    bodies = itertools.repeat(([], b"")) if get else itertools.cycle(
+        [(g, json.dumps({"sentences": g}).encode()) for g in payloads(sentences, per_request, tokens)])
     # the client's own heap (corpus, imports) out of the collector's sight while it measures: else a full
     # collection in this process pauses every client at once and shows up as the service's latency
     with frozen_heap():
