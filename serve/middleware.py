@@ -39,13 +39,18 @@ class BodyLimit:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT", "PATCH"):
             return await self.app(scope, receive, send)
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        declared, content_type = b"", b""  # the two headers read here, not a dict of all of them per request
+        for key, value in scope.get("headers", []):
+            key = key.lower()
+            if key == b"content-length":
+                declared = value
+            elif key == b"content-type":
+                content_type = value
         limit_msg = f"request body is larger than the limit of {self.max_bytes} bytes (TAGGER_MAX_BODY_BYTES)"
-        declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:
             return await _reject(send, 413, limit_msg, "body")
         api_call = scope.get("path") in self.paths
-        media_type = headers.get("content-type", "").split(";")[0].strip().lower()
+        media_type = content_type.decode("latin-1").split(";")[0].strip().lower()
         if api_call and media_type not in JSON_TYPES:
             return await _reject(send, 415, f"Content-Type must be application/json, got {media_type!r}",
                                  "content-type")
