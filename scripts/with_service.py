@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", type=Path, help="run dir to serve (default: see above)")
     parser.add_argument("--threads", type=int, default=2, help="TAGGER_TORCH_THREADS of the service")
-    parser.add_argument("--fail-on-5xx", action="store_true", help="exit 1 if the service answered any request with 5xx")
+    parser.add_argument("--fail-on-5xx", action="store_true",
+                        help="exit 1 if the service answered any request with 5xx (it then keeps an access log)")
     parser.add_argument("command", nargs="+", help="command to run against the service (after --)")
     args = parser.parse_args(argv)
     run = (args.run or default_run()).resolve()
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         log = work / "service.log"
         print(f"[with_service] serving {run}", file=sys.stderr)
-        with running_service(run, work, args.threads, log) as (base, pid, env):
+        with running_service(run, work, args.threads, log, access_log=args.fail_on_5xx) as (base, pid, env):
             env = {**env, "TAGGER_URL": base, "TAGGER_PID": str(pid)}
             cmd = " ".join(args.command) if len(args.command) > 1 else args.command[0]
             print(f"[with_service] {base}: {cmd}", file=sys.stderr)

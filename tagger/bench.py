@@ -339,7 +339,7 @@ def bench_http(args, work: Path, extra_roots: list[Path]) -> dict[str, Any]:
     log_path = work / "service.log"
     from tagger.loadgen import running_service
 
-    with running_service(run, work, args.threads, log_path) as (base, pid, env):
+    with running_service(run, work, args.threads, log_path, access_log=True) as (base, pid, env):
         url = base + "/tag"
         serve = f"TAGGER_MODEL=tagger-bench:latest TAGGER_TORCH_THREADS={args.threads} bentoml serve serve.service:TaggingService"
         run_load(url, 4, min(5.0, args.http_duration), sentences)  # warm-up: first batches, allocator, keep-alive

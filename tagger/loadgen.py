@@ -293,11 +293,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_service(run_dir: Path, work: Path, threads: int, log_path: Path) -> Iterator[tuple[str, int, dict]]:
+def running_service(run_dir: Path, work: Path, threads: int, log_path: Path,
+                    access_log: bool = False) -> Iterator[tuple[str, int, dict]]:
     """Package ``run_dir`` into a private BentoML store and serve it on a free loopback port.
-    Yields (base url, server pid, environment); stops the whole process group afterwards."""
+    Yields (base url, server pid, environment); stops the whole process group afterwards. ``access_log``: the
+    service logs every request (``TAGGER_ACCESS_LOG=1``), which :func:`server_errors` reads."""
     env = dict(os.environ, BENTOML_HOME=str(work / "bentoml"), TAGGER_MODEL="tagger-bench:latest",
                TAGGER_TORCH_THREADS=str(threads), BENTOML_DO_NOT_TRACK="True")
+    if access_log:
+        env["TAGGER_ACCESS_LOG"] = "1"
     r = subprocess.run([sys.executable, "-m", "tagger.package", str(run_dir), "--name", "tagger-bench"],
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
@@ -316,7 +320,7 @@ def running_service(run_dir: Path, work: Path, threads: int, log_path: Path) -> 
 
 
 def server_errors(log_path: Path) -> list[str]:
-    """Access-log lines of requests the service answered with a 5xx. (BentoML also logs every 400
+    """Access-log lines of requests the service answered with a 5xx (a service started with ``access_log``). (BentoML also logs every 400
     validation error as ``[ERROR]`` with a traceback: those are correct answers, not counted.)"""
     return [ln for ln in log_path.read_text(errors="replace").splitlines() if re.search(r"\(status=5\d\d\b", ln)]
 

@@ -204,7 +204,7 @@ def served(tiny_pos_run, tmp_path_factory):
 
     work = tmp_path_factory.mktemp("served")
     log = work / "service.log"
-    with running_service(tiny_pos_run, work, 1, log) as (base, pid, env):
+    with running_service(tiny_pos_run, work, 1, log, access_log=True) as (base, pid, env):
         yield base, pid, env, log
 
 

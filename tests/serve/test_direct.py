@@ -134,19 +134,22 @@ def test_a_client_gone_before_the_end_of_its_body_gets_nothing():
     assert sent == [] and fake.calls == []
 
 
-@pytest.mark.parametrize("tracing, traced", [(None, False), ("1", True)])
-def test_the_api_routes_skip_opentelemetry_unless_tracing_is_asked_for(tmp_path, tracing, traced):
+@pytest.mark.parametrize("switch, on", [(None, False), ("1", True)])
+def test_tracing_of_the_api_routes_and_the_access_log_are_off_unless_asked_for(tmp_path, switch, on):
     """BentoML's OpenTelemetry middleware (which records nothing at its default sample rate of 0) passes the API
-    routes by, unless TAGGER_TRACING=1; other routes are traced as BentoML traces them."""
+    routes by unless TAGGER_TRACING=1, other routes are traced as BentoML traces them; BentoML's access log is off
+    unless TAGGER_ACCESS_LOG=1."""
     check = ("import json, serve.service as s; from bentoml._internal.container import BentoMLContainer as C; "
              "s.TaggingService.inject_config(); urls = C.tracing_excluded_urls.get(); "
-             "print(json.dumps({p: urls.url_disabled('http://127.0.0.1:3000' + p) for p in "
-             "('/tag', '/entities', '/attention', '/tags', '/model', '/livez')}))")
-    env = {k: v for k, v in os.environ.items() if k != "TAGGER_TRACING"}
-    env.update(BENTOML_HOME=str(tmp_path), **({"TAGGER_TRACING": tracing} if tracing else {}))
+             "print(json.dumps({'access_log': C.api_server_config.logging.access.enabled.get(), 'skipped': "
+             "{p: urls.url_disabled('http://127.0.0.1:3000' + p) for p in "
+             "('/tag', '/entities', '/attention', '/tags', '/model', '/livez')}}))")
+    env = {k: v for k, v in os.environ.items() if k not in ("TAGGER_TRACING", "TAGGER_ACCESS_LOG")}
+    env.update(BENTOML_HOME=str(tmp_path), **({"TAGGER_TRACING": switch, "TAGGER_ACCESS_LOG": switch} if switch else {}))
     out = subprocess.run([sys.executable, "-c", check], env=env, cwd=Path(__file__).resolve().parents[2],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    skipped = json.loads(out.stdout.strip().splitlines()[-1])
-    assert skipped == {"/tag": not traced, "/entities": not traced, "/attention": not traced,
-                       "/tags": False, "/model": False, "/livez": False}
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["access_log"] is on
+    assert got["skipped"] == {"/tag": not on, "/entities": not on, "/attention": not on,
+                              "/tags": False, "/model": False, "/livez": False}
