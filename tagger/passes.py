@@ -24,7 +24,7 @@ def plan_passes(lengths: list[int], batch_size: int, max_tokens: int | None, pas
     starts.append(len(order))
 
     def capacity(length: int) -> int:  # pieces of this padded length one pass may hold
-        return max(1, min(batch_size, max_tokens // length if max_tokens else batch_size))
+        return max(1, min(batch_size, max_tokens // max(1, length) if max_tokens else batch_size))
 
     # best[b]: the least cost of the pieces of the first b lengths; first[b]: where the last group of that plan begins.
     # A group of lengths a..b is padded to values[b-1] and cut into as many passes as its capacity needs.

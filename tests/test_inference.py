@@ -95,6 +95,8 @@ def test_a_merged_batch_of_short_and_long_sentences_is_cut_where_padding_costs_m
     assert len(plan_passes([3, 5, 8, 60], batch_size=256, max_tokens=2048, pass_cost=0)) == 4
     assert len(plan_passes([3, 5, 8, 60], batch_size=256, max_tokens=2048, pass_cost=10**6)) == 1
     assert len(plan_passes([3, 5, 8, 60], batch_size=2, max_tokens=2048, pass_cost=10**6)) == 2
+    assert plan_passes([0, 2, 0], batch_size=4, max_tokens=8, pass_cost=64) == [[0, 2, 1]]  # empty pieces pad nothing
+    assert plan_passes([], batch_size=4, max_tokens=8, pass_cost=64) == []
 
 
 def test_predictions_do_not_depend_on_the_token_budget_or_the_word_cache(tiny_pos_run):
