@@ -19,14 +19,12 @@ tracing, access log, request timeout) still see every request.
 from __future__ import annotations
 
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 from pydantic import ValidationError
 from starlette.responses import JSONResponse, Response
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+from serve.middleware import Receive, Scope, Send, read_body
 
 logger = logging.getLogger(__name__)
 SERVER_ERROR = "An unexpected error has occurred, please check the server log."  # BentoML's 500 body
@@ -52,7 +50,7 @@ class DirectAPIs:
         if route is None:
             return await self.app(scope, receive, send)
         func, model, server = route
-        body = await _body(receive)
+        body = await read_body(receive)  # BodyLimit, before this middleware, has held it to the limit
         if body is None:  # the client went away before it had sent its request
             return
         response = await self._answer(func, model, body)
@@ -74,14 +72,3 @@ class DirectAPIs:
             logger.exception("exception while answering %s", model.__name__)
             return JSONResponse({"error": SERVER_ERROR}, status_code=500)
 
-
-async def _body(receive: Receive) -> bytes | None:
-    """The request's body, or None if the client disconnected before the end of it."""
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)

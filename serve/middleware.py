@@ -25,6 +25,27 @@ Send = Callable[[Message], Awaitable[None]]
 JSON_TYPES = ("application/json", "")  # bentoml reads a body without Content-Type as JSON
 
 
+class BodyTooLarge(Exception):
+    """A request body longer than the limit :func:`read_body` was given."""
+
+
+async def read_body(receive: Receive, max_bytes: int | None = None) -> bytes | None:
+    """The request's body, or None if the client disconnected before the end of it; :class:`BodyTooLarge` as soon
+    as it passes ``max_bytes`` (None: no limit)."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if max_bytes is not None and size > max_bytes:
+            raise BodyTooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
 async def _reject(send: Send, status: int, message: str, field: str) -> None:
     body = json.dumps({"error": message, "detail": [{"loc": [field], "msg": message}]}).encode()
     await send({"type": "http.response.start", "status": status,
@@ -55,19 +76,12 @@ class BodyLimit:
             return await _reject(send, 415, f"Content-Type must be application/json, got {media_type!r}",
                                  "content-type")
 
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                return await _reject(send, 413, limit_msg, "body")
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        try:
+            body = await read_body(receive, self.max_bytes)
+        except BodyTooLarge:
+            return await _reject(send, 413, limit_msg, "body")
+        if body is None:
+            return
         if api_call:
             try:
                 body.decode("utf-8")
