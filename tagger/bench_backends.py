@@ -113,7 +113,7 @@ def bench_http(run_dir: Path, args) -> dict[str, Any]:
     import tempfile
 
     from tagger.backends import DEFAULT_BACKEND
-    from tagger.loadgen import load_sentences, run_load, running_service
+    from tagger.loadgen import answered_5xx, load_sentences, run_load, running_service
 
     sentences = load_sentences(args.data_dir)
     with tempfile.TemporaryDirectory(prefix="tagger-bench-") as tmp:
@@ -123,7 +123,7 @@ def bench_http(run_dir: Path, args) -> dict[str, Any]:
             batched = run_load(base + "/tag", 32, args.http_duration / 2, sentences, 16)
             floor = run_load(base + "/livez", 32, args.http_duration / 2, [], get=True)
     # 5xx answers as the clients counted them: the service runs as deployed, without an access log
-    errors = sum(n for load in (single, batched, floor) for kind, n in load["error_kinds"].items() if kind.startswith("http_5"))
+    errors = sum(map(answered_5xx, (single, batched, floor)))
     loadgen = "python scripts/with_service.py --run RUN -- 'python -m tagger.loadgen --url $TAGGER_URL/tag --clients 32"
     # what uvicorn picks in this environment (its "auto" loop and HTTP parser): uvloop / httptools where installed
     stack = {"loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",

@@ -144,6 +144,11 @@ def payloads(sentences: list[list[str]], per_request: int, tokens: int | None = 
     return [pool[i:i + per_request] for i in range(0, len(pool) - per_request + 1, per_request)]
 
 
+def answered_5xx(load: dict[str, Any]) -> int:
+    """How many answers of a :func:`run_load` summary had a 5xx status, as its clients counted them."""
+    return sum(n for kind, n in load["error_kinds"].items() if kind.startswith("http_5"))
+
+
 def _tags_per_sentence(body: Any) -> list[int] | None:
     """Number of tags the service returned for each sentence, whatever the exact response shape:
     a list of sentences, or {"sentences": [...]} / {"results": [...]}, each sentence a list of tags or
@@ -320,8 +325,9 @@ def running_service(run_dir: Path, work: Path, threads: int, log_path: Path,
 
 
 def server_errors(log_path: Path) -> list[str]:
-    """Access-log lines of requests the service answered with a 5xx (a service started with ``access_log``). (BentoML also logs every 400
-    validation error as ``[ERROR]`` with a traceback: those are correct answers, not counted.)"""
+    """Access-log lines of requests the service answered with a 5xx (a service started with ``access_log``).
+    (BentoML also logs every 400 validation error as ``[ERROR]`` with a traceback: those are correct answers, not
+    counted.)"""
     return [ln for ln in log_path.read_text(errors="replace").splitlines() if re.search(r"\(status=5\d\d\b", ln)]
 
 

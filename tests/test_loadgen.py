@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tagger.loadgen import run_load
+from tagger.loadgen import LoadResult, answered_5xx, run_load
 
 
 class _Probe(BaseHTTPRequestHandler):
@@ -56,3 +57,10 @@ def test_the_heap_is_frozen_only_while_the_load_runs(server, monkeypatch):
     run_load(server + "/livez", 2, 0.2, [], get=True)
     assert seen[0] > 0  # the client's heap was out of the collector's sight while it measured
     assert gc.get_freeze_count() == 0  # and is given back afterwards
+
+
+def test_answered_5xx_counts_the_server_errors_the_clients_saw():
+    result = LoadResult(clients=2, duration_s=1.0, sentences_per_request=1,
+                        errors=Counter({"http_503": 2, "http_500": 1, "http_400": 4, "timeout": 1, "wrong_answer": 1}))
+    assert answered_5xx(result.summary()) == 3
+    assert answered_5xx(LoadResult(clients=1, duration_s=1.0, sentences_per_request=1).summary()) == 0
