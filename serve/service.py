@@ -181,7 +181,7 @@ class TaggingService:
             "doc_window": info.get("doc_window"), "backend": info.get("backend"),
             "limits": vars(LIMITS), "config": info["config"],
             "provenance": {k: meta.get(k) for k in ("data", "model", "head", "params", "data_files", "git",
-                                                    "checkpoint", "run_dir", "command", "weights_sha256")},
+                                                    "checkpoint", "run_dir", "command", "weights_sha256", "init_from")},
         })
 
     async def _tagged(self, sentences: list[list[str]] | None,

@@ -43,12 +43,15 @@ class SplitEvaluation:
 
 
 def score_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_size: int = BATCH_SIZE,
-                window: int | None = None, warmup: int = 0) -> SplitEvaluation:
+                window: int | None = None, warmup: int = 0,
+                label_map: dict[str, str] | None = None) -> SplitEvaluation:
     """Tag the split with a :class:`~tagger.inference.Predictor` and score it with the task's metrics.
 
     Sentences are tagged within their documents (the split's ``doc`` column) when the model was trained with
     document context. ``window``: the predictor's window (default: the model's limit). ``warmup``: that many
-    sentences are tagged once before the timed pass (first-call allocations are not prediction speed)."""
+    sentences are tagged once before the timed pass (first-call allocations are not prediction speed).
+    ``label_map``: the model's labels or entity types renamed before scoring (:func:`tagger.transfer.map_label`;
+    a type mapped to ``O`` is dropped), to score a model on a corpus whose names differ (zero-shot transfer)."""
     names = split.features["tags"].feature.names
     tokens = split["tokens"]
     gold = [[names[t] for t in tags] for tags in split["tags"]]
@@ -58,6 +61,11 @@ def score_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_siz
     started = time.perf_counter()
     pred = predictor.tags(tokens, split_docs(split))
     seconds = time.perf_counter() - started
+    if label_map:
+        from tagger.transfer import map_label
+
+        renamed = {label: map_label(label, label_map) for label in vocab.labels}
+        pred = [[renamed[t] for t in sent] for sent in pred]
     unseen = [[vocab.is_unseen(w) for w in sent] for sent in tokens]
     unknown = [[vocab.is_unknown(w) for w in sent] for sent in tokens]
     metrics = task_metrics(vocab.task, gold, pred, unseen, vocab.tag_scheme or "IOB2")
@@ -66,9 +74,10 @@ def score_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_siz
     return SplitEvaluation(metrics, gold, pred, unseen, unknown, seconds, n, predictor.window, predictor.overlap)
 
 
-def evaluate_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_size: int = BATCH_SIZE) -> dict[str, Any]:
+def evaluate_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_size: int = BATCH_SIZE,
+                   label_map: dict[str, str] | None = None) -> dict[str, Any]:
     """Metrics of the split (the task's, from ``tagger.metrics``) plus tokens/s of prediction (:func:`score_split`)."""
-    return score_split(tagger, vocab, split, batch_size).metrics
+    return score_split(tagger, vocab, split, batch_size, label_map=label_map).metrics
 
 
 _corpora: dict[str, Any] = {}
@@ -91,7 +100,8 @@ class UnknownTagsError(ValueError):
 
 
 def read_labelled(path: str | Path, fmt: str, vocab: Vocab, word_column: int = 0, tag_column: str | None = None,
-                  scheme: str | None = None, separator: str | None = None) -> list[dict[str, Any]]:
+                  scheme: str | None = None, separator: str | None = None,
+                  empty_words: str = "error") -> list[dict[str, Any]]:
     """The sentences of a labelled file, tags in the model's scheme. ``fmt``: ``conllu`` (``tag_column`` upos or
     xpos, default upos) or ``conll`` (columns; ``tag_column`` an index, default -1; entity tags converted from
     ``scheme``, default IOB2 for an entity tagger, none for POS)."""
@@ -110,10 +120,11 @@ def read_labelled(path: str | Path, fmt: str, vocab: Vocab, word_column: int = 0
     if vocab.tag_scheme is None and scheme.lower() != "none":
         raise ValueError(f"--scheme {scheme}: the model is a {vocab.task} tagger without an entity scheme; use --scheme none")
     return read_conll_columns(path, word_column=word_column, tag_column=column, separator=separator, scheme=scheme,
-                              target_scheme=vocab.tag_scheme or "IOB2")
+                              target_scheme=vocab.tag_scheme or "IOB2", empty_words=empty_words)
 
 
-def as_split(sentences: list[dict[str, Any]], vocab: Vocab, unknown_tags: str = "error") -> datasets.Dataset:
+def as_split(sentences: list[dict[str, Any]], vocab: Vocab, unknown_tags: str = "error",
+             label_map: dict[str, str] | None = None) -> datasets.Dataset:
     """Sentences as a split for :func:`evaluate_split`. A gold tag outside the model's labels raises
     :class:`UnknownTagsError` naming each and its first sentence (``unknown_tags="error"``) or stays in the gold
     tags, where no prediction can match it (``"wrong"``)."""
@@ -121,7 +132,9 @@ def as_split(sentences: list[dict[str, Any]], vocab: Vocab, unknown_tags: str = 
 
     if unknown_tags not in ("error", "wrong"):
         raise ValueError(f"unknown_tags must be 'error' or 'wrong', got {unknown_tags!r}")
-    known = set(vocab.labels)
+    from tagger.transfer import map_label
+
+    known = {map_label(label, label_map or {}) for label in vocab.labels}
     first: dict[str, str] = {}
     for sent in sentences:
         for tag in sent["tags"]:
@@ -132,6 +145,23 @@ def as_split(sentences: list[dict[str, Any]], vocab: Vocab, unknown_tags: str = 
         raise UnknownTagsError(f"tags the model was not trained on: {where}; the model knows {vocab.labels} "
                                "(--unknown-tags wrong counts them as mistakes)")
     return build_dataset_dict({"input": sentences}, label_source="input")["input"]
+
+
+def parse_label_map(text: str | None) -> dict[str, str]:
+    """``--label-map A=B,C=D`` as a dict; a pair without ``=`` is an error naming it."""
+    pairs = [p.strip() for p in (text or "").split(",") if p.strip()]
+    bad = [p for p in pairs if p.count("=") != 1 or not all(p.split("="))]
+    if bad:
+        raise ValueError(f"--label-map: expected NAME=NAME pairs separated by commas, got {bad}")
+    return dict(p.split("=") for p in pairs)
+
+
+def _print_lineage(metrics: dict[str, Any]) -> None:
+    """The source a run started from (``init_from``), one line."""
+    init = metrics.get("init_from")
+    if init:
+        print(f"started from {init['source']} ({init.get('task')} {init.get('model')} on {init.get('data')}, "
+              f"dev {init.get('dev')} / test {init.get('test')} {init.get('main_metric')})")
 
 
 def _print_scores(metrics: dict[str, Any], task: str) -> None:
@@ -155,6 +185,7 @@ def evaluate_file(argv: list[str]) -> int:
     import argparse
     import sys
 
+    from tagger import runs
     from tagger.api import LoadError, load_model
     from tagger.checkpoint import CheckpointError
     from tagger.data.readers import CorpusFormatError
@@ -169,33 +200,45 @@ def evaluate_file(argv: list[str]) -> int:
                         "conllu: upos (default) or xpos")
     parser.add_argument("--scheme", default=None, help="conll: the file's entity tag scheme, IOB1 | IOB2 | BIOES | "
                         "none (default: IOB2 for an entity tagger, none for POS)")
-    parser.add_argument("--separator", default=None, help="conll: column separator (default: any whitespace)")
+    parser.add_argument("--separator", default=None, help="conll: column separator (default: any whitespace; "
+                        "'\\t' or TAB for tabs)")
+    parser.add_argument("--empty-words", default="error", choices=["error", "keep"],
+                        help="conll: an empty word (tab-separated files) is an error (default) or kept, as "
+                        "data.corpus.empty_words")
+    parser.add_argument("--label-map", default=None, metavar="A=B,C=D",
+                        help="rename the model's labels or entity types before scoring (MISC=O drops the model's "
+                        "MISC entities): a model scored on a corpus whose names differ")
     parser.add_argument("--unknown-tags", default="error", choices=["error", "wrong"],
                         help="a gold tag the model does not know: stop with an error (default), or count it wrong")
     parser.add_argument("--output", default=None, help="write the scores as JSON to this file")
     parser.add_argument("--batch-size", type=int, default=BATCH_SIZE)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default: %(default)s)")
     args = parser.parse_args(argv)
+    separator = "\t" if args.separator in ("\\t", "TAB", "tab") else args.separator
 
     import torch
 
     torch.set_num_threads(args.threads)
     try:
+        label_map = parse_label_map(args.label_map)
         model, vocab, name = load_model(args.model)
         sentences = read_labelled(args.input, args.format, vocab, args.word_column, args.tag_column, args.scheme,
-                                  args.separator)
+                                  separator, args.empty_words)
         if not sentences:
             raise ValueError(f"{args.input}: no sentences")
-        split = as_split(sentences, vocab, args.unknown_tags)
+        split = as_split(sentences, vocab, args.unknown_tags, label_map)
+        lineage = runs.resolve(args.model).metrics.get("init_from")
     except (LoadError, CheckpointError, CorpusFormatError, UnknownTagsError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    metrics = evaluate_split(model, vocab, split, args.batch_size)
+    metrics = evaluate_split(model, vocab, split, args.batch_size, label_map)
+    _print_lineage({"init_from": lineage})
     _print_scores(metrics, vocab.task)
     if args.output:
         write_json(args.output, {"model": name, "input": str(Path(args.input).resolve()), "format": args.format,
                                  "task": vocab.task, "tag_scheme": vocab.tag_scheme, "sentences": len(sentences),
-                                 "unknown_tags": args.unknown_tags, "metrics": metrics})
+                                 "unknown_tags": args.unknown_tags, "label_map": label_map, "init_from": lineage,
+                                 "metrics": metrics})
         print(f"scores written to {args.output}")
     return 0
 
@@ -234,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, TypeError, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    _print_lineage(metrics)
     data = load_corpus(metrics["config"]["data"]["corpus"], args.data_dir)
     main_metric = metrics["main_metric"]
     fresh = {key: evaluate_split(loaded.tagger, loaded.vocab, data[split])

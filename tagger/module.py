@@ -40,13 +40,23 @@ class TaggerModule(pl.LightningModule):
         warmup_steps: int = 0,
         warmup_ratio: float = 0.0,
         decay: str = "linear",
+        body_lr_scale: float = 1.0,
+        freeze_body_epochs: int = 0,
     ):
+        """``body_lr_scale``, ``freeze_body_epochs``: fine-tuning a model that started from another
+        (``transfer.lr_scale``, ``transfer.freeze_epochs``): the body (embedder and encoder) learns at
+        ``body_lr_scale`` times the head's rate, and is frozen for the first ``freeze_body_epochs`` epochs."""
         super().__init__()
         if decay not in ("linear", "cosine", "constant"):
             raise ValueError(f"schedule.decay must be linear|cosine|constant, got {decay!r}")
         self.tagger, self.vocab, self.model_config = tagger, vocab, model_config
         self.optimizer_factory = optimizer
         self.warmup_steps, self.warmup_ratio, self.decay = warmup_steps, warmup_ratio, decay
+        if body_lr_scale <= 0:
+            raise ValueError(f"transfer.lr_scale must be > 0, got {body_lr_scale}")
+        if freeze_body_epochs < 0:
+            raise ValueError(f"transfer.freeze_epochs must be >= 0, got {freeze_body_epochs}")
+        self.body_lr_scale, self.freeze_body_epochs = body_lr_scale, freeze_body_epochs
         self.main_metric = MAIN_METRIC[vocab.task]
         self._outputs: dict[str, list] = {"val": [], "test": []}  # one prediction store per stage
         self.train_tokens = 0
@@ -58,6 +68,18 @@ class TaggerModule(pl.LightningModule):
         loss = self.tagger.loss(batch)
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["mask"].shape[0])
         return loss
+
+    def _body(self) -> list[torch.nn.Parameter]:
+        """The parameters a transferred model brings: everything but the head (and an auxiliary objective's own)."""
+        return [*self.tagger.embedder.parameters(), *self.tagger.encoder.parameters()]
+
+    def on_train_epoch_start(self) -> None:
+        if self.freeze_body_epochs:
+            # requires_grad rather than Lightning's BackboneFinetuning, which adds the body to the optimizer as a new
+            # parameter group when it thaws, outside the warm-up/decay schedule's base rates
+            frozen = self.current_epoch < self.freeze_body_epochs
+            for p in self._body():
+                p.requires_grad_(not frozen)
 
     def on_train_batch_start(self, batch, batch_idx) -> None:
         self._batch_start = time.perf_counter()
@@ -126,7 +148,13 @@ class TaggerModule(pl.LightningModule):
 
     # -- optimisation -----------------------------------------------------------------------
     def configure_optimizers(self):
-        opt = self.optimizer_factory(params=self.parameters())
+        if self.body_lr_scale == 1.0:
+            opt = self.optimizer_factory(params=self.parameters())
+        else:
+            body = {id(p) for p in self._body()}
+            opt = self.optimizer_factory(params=[{"params": [p for p in self.parameters() if id(p) in body]},
+                                                 {"params": [p for p in self.parameters() if id(p) not in body]}])
+            opt.param_groups[0]["lr"] *= self.body_lr_scale  # before the scheduler reads each group's base rate
         total = int(self.trainer.estimated_stepping_batches)
         warmup = self.warmup_steps or int(self.warmup_ratio * total)
         sched = torch.optim.lr_scheduler.LambdaLR(

@@ -30,6 +30,8 @@ from tagger.evaluate import evaluate_split  # noqa: E402
 from tagger.metrics import MAIN_METRIC  # noqa: E402
 from tagger.models.tagger import build_tagger  # noqa: E402
 from tagger.module import TaggerModule  # noqa: E402
+from tagger.package import git_commit  # noqa: E402
+from tagger.transfer import check_compatible, copy_parameters, lineage  # noqa: E402
 from tagger.vectors import load_vectors  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -82,14 +84,27 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     vectors = load_vectors(cfg.embedder.vectors, cfg.embedder.get("vectors_max_words")) \
         if cfg.embedder.get("vectors") else None
+    config = model_config(cfg)
+    source, start = None, None
+    if cfg.get("init_from"):  # a trained model to start from (tagger/transfer.py)
+        from tagger import runs
+
+        source = runs.resolve(str(cfg.init_from))
+        start = runs.load(source)
+        check_compatible(start.config, config)
     # data objects (vectors, later the vocabulary) reach constructors as Python values, never as config
-    datamodule = instantiate(cfg.data, _partial_=True)(vectors=vectors)
+    datamodule = instantiate(cfg.data, _partial_=True)(vectors=vectors, base_vocab=start.vocab if start else None)
     datamodule.setup("fit")  # builds the vocab from train (+ vector words); saved with the run and every checkpoint
     vocab = datamodule.vocab
     vocab.save(out / "vocab.json")
-    config = model_config(cfg)
     tagger = build_tagger(config, vocab, vectors)
-    module = TaggerModule(tagger, vocab, config, optimizer=instantiate(cfg.optimizer), **cfg.schedule)
+    init, finetune = None, {}
+    if start is not None:
+        label_map = OmegaConf.to_container(cfg.transfer.label_map) or {}
+        report = copy_parameters(tagger, vocab, start.tagger, start.vocab, config, start.config, label_map)
+        init = lineage(str(cfg.init_from), source, start, report, label_map)
+        finetune = {"body_lr_scale": cfg.transfer.lr_scale, "freeze_body_epochs": cfg.transfer.freeze_epochs}
+    module = TaggerModule(tagger, vocab, config, optimizer=instantiate(cfg.optimizer), **cfg.schedule, **finetune)
     n_params = sum(p.numel() for p in tagger.parameters() if p.requires_grad)
     log.info("model: %s encoder, %s head, %d parameters", cfg.model._target_.rsplit(".", 1)[-1],
              cfg.head._target_.rsplit(".", 1)[-1], n_params)
@@ -123,6 +138,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "machine": platform.machine(),
         "command": command_line(),
+        "git": git_commit(),
+        "init_from": init,
         "config": resolved(cfg),
     }
     if cfg.get("evaluate", True):

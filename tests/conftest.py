@@ -120,6 +120,15 @@ def tiny_ner_run(tmp_path_factory, tiny_data) -> Path:
                        "model.ffn_dim=32", "trainer.max_epochs=12"])
 
 
+@pytest.fixture(scope="session")
+def tiny_ner_from_pos_run(tmp_path_factory, tiny_data, tiny_pos_run) -> Path:
+    """A tiny self-attention + CRF NER tagger started from the tiny POS tagger (init_from: embedder and encoder
+    transferred, head fresh)."""
+    return train_tiny(tmp_path_factory.mktemp("ner_from_pos_run"), tiny_data,
+                      ["data=conll2003", "model=self_attention", "head=crf", "model.d_model=32", "model.heads=2",
+                       "model.ffn_dim=32", "trainer.max_epochs=12", f"init_from={tiny_pos_run}"])
+
+
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     """A private BentoML model store for the test (BENTOML_HOME too, for subprocesses)."""

@@ -73,3 +73,26 @@ def test_predicted_file_scores_100_against_itself(tmp_path, tiny_data, request, 
     if fmt == "conllu":
         assert "# text = John sees a dog in Paris." in out.read_text()
         assert "SpaceAfter=No" in out.read_text()  # "Paris" before "."
+
+
+def test_tab_file_with_an_empty_word_reads_with_empty_words_keep(tmp_path, tiny_ner_run, capsys):
+    f = tmp_path / "tweets.conll"
+    f.write_text("Mary\tB-PER\n\tO\nsees\tO\nRome\tB-LOC\n\nJohn\tB-PER\nsees\tO\n", encoding="utf-8")
+    argv = [str(tiny_ner_run), "--input", str(f), "--format", "conll", "--separator", "\\t"]
+    assert evaluate_main(argv) == 1
+    assert f"{f}:2: empty word column" in capsys.readouterr().err
+    got = scores(tmp_path, [*argv, "--empty-words", "keep"])
+    assert got["sentences"] == 2 and got["metrics"]["n_gold"] == 3
+
+
+def test_label_map_renames_the_models_types_before_scoring(tmp_path, tiny_ner_run, tiny_data, capsys):
+    f = tmp_path / "places.conll"
+    f.write_text("Mary B-PERSON\nsees O\nRome B-LOC\n", encoding="utf-8")
+    argv = [str(tiny_ner_run), "--input", str(f), "--format", "conll"]
+    assert evaluate_main(argv) == 1 and "'B-PERSON'" in capsys.readouterr().err  # a type the model never had
+    mapped = scores(tmp_path, [*argv, "--label-map", "PER=PERSON"])
+    dropped = scores(tmp_path, [*argv, "--label-map", "PER=PERSON,LOC=O", "--unknown-tags", "wrong"])
+    assert mapped["metrics"]["per_type"]["PERSON"]["support"] == 1 and "PER" not in mapped["metrics"]["per_type"]
+    assert dropped["metrics"]["per_type"]["LOC"]["recall"] == 0  # the model's LOC entities were dropped
+    assert evaluate_main([*argv, "--label-map", "PER"]) == 1
+    assert "NAME=NAME" in capsys.readouterr().err

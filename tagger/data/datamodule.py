@@ -80,6 +80,8 @@ class TaggerDataModule(pl.LightningDataModule):
 
     Pass ``vocab`` to evaluate a trained model: it is used as is and never rebuilt. ``vectors``
     (pretrained word vectors, a plain object: never a config value) add their words to the vocabulary built.
+    ``base_vocab``: the vocabulary of a model training starts from (``init_from``): the vocabulary built extends
+    it (:meth:`Vocab.build`).
 
     ``doc_window``: document context. Consecutive sentences of one document (the corpus's ``doc``
     column) are packed into rows of up to that many tokens, so the encoder sees the neighbouring
@@ -105,6 +107,7 @@ class TaggerDataModule(pl.LightningDataModule):
         vocab: Vocab | None = None,
         vectors: Any = None,
         tokenizer: str | None = None,
+        base_vocab: Vocab | None = None,
     ):
         super().__init__()
         if task not in ("pos", "ner"):
@@ -118,7 +121,7 @@ class TaggerDataModule(pl.LightningDataModule):
             raise ValueError(f"data.doc_window must be a positive number of tokens or null, got {doc_window}")
         self.doc_window = doc_window
         self.seed, self.num_workers = seed, num_workers
-        self.vocab, self.vectors = vocab, vectors
+        self.vocab, self.vectors, self.base_vocab = vocab, vectors, base_vocab
         self.tokenizer = tokenizer  # the corpus's tokenization convention, saved in the vocab (tagger.tokenize)
         self.datasets = None  # datasets.DatasetDict
         self.encoded: dict[str, _Encoded] = {}
@@ -135,7 +138,7 @@ class TaggerDataModule(pl.LightningDataModule):
             self.vocab = Vocab.build(
                 dsd["train"]["tokens"], names, self.task, getattr(self.corpus, "tag_scheme", None),
                 self.min_freq, self.lowercase, self.normalize_digits, self.case_fallback,
-                vectors=self.vectors, tokenizer=self.tokenizer,
+                vectors=self.vectors, tokenizer=self.tokenizer, base=self.base_vocab,
             )
         elif list(self.vocab.labels) != list(names):
             # the saved label order is the truth; remap this corpus's ClassLabel ids onto it

@@ -76,12 +76,19 @@ class Vocab:
         case_fallback: bool = False,
         vectors: "Vectors | None" = None,
         tokenizer: str | None = None,
+        base: "Vocab | None" = None,
     ) -> "Vocab":
         """``vectors``: the words of pretrained vectors join the vocabulary after the training words (normalised
         like them; the first, most frequent, form wins), so a word never seen in training still reaches the
-        model through its vector in evaluation and serving."""
+        model through its vector in evaluation and serving.
+
+        ``base``: the vocabulary of a trained model this one starts from (``init_from``, :mod:`tagger.transfer`).
+        Its training words come first, in its order, then this corpus's words it lacks; its characters likewise.
+        Its word normalisation (lowercase, digits, case fallback) is kept, since its rows were trained on it."""
         if min_freq < 1:
             raise ValueError(f"data.min_freq must be >= 1, got {min_freq}")
+        if base is not None:
+            lowercase, normalize_digits, case_fallback = base.lowercase, base.normalize_digits, base.case_fallback
         probe = cls([PAD, UNK], [PAD, UNK], labels, task, tag_scheme, lowercase, normalize_digits)
         words: Counter[str] = Counter()
         chars: Counter[str] = Counter()
@@ -91,6 +98,13 @@ class Vocab:
                 chars.update(t)  # characters keep their case: the char CNN sees capitalisation
         # frequency order (ties alphabetical) keeps ids stable across runs on the same data
         kept = sorted((w for w, n in words.items() if n >= min_freq), key=lambda w: (-words[w], w))
+        char_list = sorted(chars, key=lambda c: (-chars[c], c))
+        if base is not None:
+            inherited = base.words[2:base.num_trained]
+            known_words = set(inherited)
+            kept = inherited + [w for w in kept if w not in known_words]
+            known_chars = set(base.chars)
+            char_list = base.chars[2:] + [c for c in char_list if c not in known_chars]
         extra: list[str] = []
         if vectors is not None:
             known = set(kept) | {PAD, UNK}
@@ -100,7 +114,7 @@ class Vocab:
                     extra.append(w)
         return cls(
             [PAD, UNK] + kept + extra,
-            [PAD, UNK] + sorted(chars, key=lambda c: (-chars[c], c)),
+            [PAD, UNK] + char_list,
             list(labels),
             task,
             tag_scheme,

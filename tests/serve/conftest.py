@@ -113,12 +113,13 @@ def package_into(home: Path, run_dir: Path, name: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def servers(tmp_path_factory, tiny_pos_run, tiny_ner_run):
-    """{"pos": Server, "ner": Server}: both started at once, stopped at the end whatever happens.
+def servers(tmp_path_factory, tiny_pos_run, tiny_ner_from_pos_run):
+    """{"pos": Server, "ner": Server}: both started at once, stopped at the end whatever happens. The NER model is
+    fine-tuned from the POS model (init_from), so every NER test also holds for a fine-tuned model.
     Each has its own BENTOML_HOME: servers sharing one would share (and reset) its metrics folder."""
     homes = {task: tmp_path_factory.mktemp(f"bentoml_{task}") for task in ("pos", "ner")}
     tags = {"pos": package_into(homes["pos"], tiny_pos_run, "tagger"),  # the name the service serves by default
-            "ner": package_into(homes["ner"], tiny_ner_run, "tagger-ner")}
+            "ner": package_into(homes["ner"], tiny_ner_from_pos_run, "tagger-ner")}
     running = {}
     try:
         running = {"pos": start(homes["pos"], "tagger:latest", "pos"),

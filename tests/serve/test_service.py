@@ -200,6 +200,15 @@ def test_attention_bad_requests(pos_server, body, words):
         assert word.lower() in response.text.lower()
 
 
+def test_model_card_names_the_source_of_a_finetuned_model(ner_server, pos_server, tiny_pos_run):
+    card = ner_server.get("/model").json()
+    init = card["provenance"]["init_from"]
+    source = json.loads((tiny_pos_run / "metrics.json").read_text())
+    assert init["source"] == str(tiny_pos_run) and init["task"] == "pos" and init["dev"] == source["dev"]["acc"]
+    assert "init_from" not in pos_server.get("/model").json()["provenance"] or \
+        pos_server.get("/model").json()["provenance"]["init_from"] is None
+
+
 def test_model_card_and_health(pos_server, tiny_pos_run):
     card = pos_server.get("/model").json()
     metrics = json.loads((tiny_pos_run / "metrics.json").read_text())
