@@ -154,3 +154,17 @@ def test_finetuning_from_a_model_store_tag(tmp_path, store, org_data, tiny_ner_r
     init = json.loads((run / "metrics.json").read_text())["init_from"]
     assert init["store_tag"] == tag and init["source"] == "tagger-src:latest"
     assert init["dev"] == json.loads((tiny_ner_run / "metrics.json").read_text())["dev"]["f1"]
+
+
+def test_report_puts_finetuned_beside_scratch_and_zero_shot(tmp_path, finetuned, org_data):
+    from tagger.report.build import main as report_main
+
+    scratch = train_tiny(tmp_path / "scratch", org_data, [*ORG_CORPUS, *SMALL, "trainer.max_epochs=8"])
+    out = tmp_path / "report"
+    assert report_main([str(finetuned), str(scratch), "--out", str(out), "--threads", "1", "--no-eval"]) == 0
+    text = (out / "report.md").read_text()
+    section = text[text.index("Transfer: from scratch, fine-tuned, zero-shot"):]
+    assert "init_from=conll2003:self_attention" in section and "from scratch" in section
+    zero = next(line for line in section.splitlines() if "zero-shot |" in line)
+    assert "–" not in zero and "not scored" not in zero  # the source scored on dev and test
+    assert "LOC→O" in section  # the source's LOC: a type this corpus does not annotate, dropped

@@ -17,6 +17,7 @@ from tagger.report.sections import (Context, _task_of, section_best, section_com
                                     section_length_unseen, section_main, section_per_label, section_summary)
 from tagger.report.studies import section_ablation, section_attention, section_extrapolation
 from tagger.report.sweeps import ReportError, Run, find_runs, missing_jobs
+from tagger.report.transfer import section_transfer
 from tagger.report.variants import assign_variants, best_run, make_groups
 
 DEFAULT_EDGES = (10, 20, 30, 40, 60)  # length buckets 1-10, 11-20, 21-30, 31-40, 41-60, 61-longest
@@ -80,6 +81,7 @@ def make_report(paths: Sequence[Path], out: Path, args: argparse.Namespace) -> d
     best = best_run(runs)
     section_summary(c, best)
     section_main(c)
+    section_transfer(c)
     section_per_label(c)
     section_length_unseen(c)
     section_curves(c)

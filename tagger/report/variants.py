@@ -67,6 +67,10 @@ def assign_variants(runs: Sequence[Run]) -> None:
         for r in group:
             extra = " ".join(f"{_short(k)}={_label_value(flats[id(r)].get(k, 'unset'))}" for k in varying)
             r.variant = f"{name} {by_overrides[id(r)] if by_overrides else extra}".strip()
+    for r in ok:  # a source is named by its corpus and model, not by the path it had on the machine that trained it
+        init = r.metrics.get("init_from")
+        if init:
+            r.variant = re.sub(r"init_from=\S+", f"init_from={init.get('data')}:{init.get('model')}", r.variant)
     labels = {r.identity(): r.variant for r in ok}
     for r in runs:
         if not r.ok:
