@@ -156,7 +156,7 @@ def load_family(family: str, data_dir: Path, extra_roots: list[Path]):
     from tagger.data.readers import read_conllu
     from tagger.data.vocab import Vocab
     from tagger.models.tagger import build_tagger
-    from tagger.train import model_config
+    from tagger.training.run import model_config
 
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(Path(__file__).resolve().with_name("conf")), version_base="1.3"):

@@ -50,7 +50,7 @@ def score_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_siz
     Sentences are tagged within their documents (the split's ``doc`` column) when the model was trained with
     document context. ``window``: the predictor's window (default: the model's limit). ``warmup``: that many
     sentences are tagged once before the timed pass (first-call allocations are not prediction speed).
-    ``label_map``: the model's labels or entity types renamed before scoring (:func:`tagger.transfer.map_label`;
+    ``label_map``: the model's labels or entity types renamed before scoring (:func:`tagger.training.transfer.map_label`;
     a type mapped to ``O`` is dropped), to score a model on a corpus whose names differ (zero-shot transfer)."""
     names = split.features["tags"].feature.names
     tokens = split["tokens"]
@@ -62,7 +62,7 @@ def score_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_siz
     pred = predictor.tags(tokens, split_docs(split))
     seconds = time.perf_counter() - started
     if label_map:
-        from tagger.transfer import map_label
+        from tagger.training.transfer import map_label
 
         renamed = {label: map_label(label, label_map) for label in vocab.labels}
         pred = [[renamed[t] for t in sent] for sent in pred]
@@ -132,7 +132,7 @@ def as_split(sentences: list[dict[str, Any]], vocab: Vocab, unknown_tags: str = 
 
     if unknown_tags not in ("error", "wrong"):
         raise ValueError(f"unknown_tags must be 'error' or 'wrong', got {unknown_tags!r}")
-    from tagger.transfer import map_label
+    from tagger.training.transfer import map_label
 
     known = {map_label(label, label_map or {}) for label in vocab.labels}
     first: dict[str, str] = {}

@@ -110,7 +110,7 @@ def metadata_for(loaded: LoadedModel, source: Source, weights_sha: str) -> dict[
         "checkpoint": str(source.checkpoint.resolve()),
         "run_dir": str(source.run_dir.resolve()) if source.run_dir else None,
         "command": m.get("command"),
-        # the model it was fine-tuned from (tagger.transfer): where, what it scored, its commit; config in run.json
+        # the model it was fine-tuned from (tagger.training.transfer): where, what it scored, its commit; config in run.json
         "init_from": {k: v for k, v in (m.get("init_from") or {}).items() if k not in ("config", "transferred")} or None,
         "weights_sha256": weights_sha,
         "torch": str(torch.__version__),

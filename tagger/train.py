@@ -1,160 +1,21 @@
-"""Train a tagger: ``python -m tagger.train [data=...] [model=...] [head=...] [key=value ...]``.
+"""Train a tagger: ``python -m tagger.train [data=...] [model=...] [head=...] [key=value ...]`` (also ``tagger train``).
 
-Reads straight down: instantiate data -> model -> callbacks/loggers -> trainer, fit, evaluate the
-best checkpoint on dev and test, write ``metrics.json`` into the run dir, return the dev metric
-(what a sweeper optimises).
+The Hydra entry point: composes the configs (``train.yaml`` and its groups) with the command line's overrides
+and runs :func:`tagger.training.run.train`, which instantiates data -> model -> callbacks/loggers -> trainer,
+fits, evaluates the best checkpoint on dev and test and writes ``metrics.json`` into the run dir. The dev
+metric it returns is what a sweeper optimises.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
-import os
-import platform
-import time
 from pathlib import Path
-from typing import Any
 
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import hydra
+from omegaconf import DictConfig
 
-import hydra  # noqa: E402
-import pytorch_lightning as pl  # noqa: E402
-import torch  # noqa: E402
-from hydra.utils import instantiate  # noqa: E402
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from tagger.training.run import train
 
-from tagger.checkpoint import load_checkpoint  # noqa: E402
-from tagger.fileio import write_json  # noqa: E402
-from tagger.evaluate import evaluate_split  # noqa: E402
-from tagger.metrics import MAIN_METRIC  # noqa: E402
-from tagger.models.tagger import build_tagger  # noqa: E402
-from tagger.module import TaggerModule  # noqa: E402
-from tagger.package import git_commit  # noqa: E402
-from tagger.transfer import check_compatible, copy_parameters, lineage  # noqa: E402
-from tagger.vectors import load_vectors  # noqa: E402
-
-log = logging.getLogger(__name__)
-
-if not OmegaConf.has_resolver("main_metric"):
-    OmegaConf.register_new_resolver("main_metric", lambda task: MAIN_METRIC[task])
-
-MODEL_GROUPS = ("embedder", "model", "head")
 # an absolute path: `tagger train` (tagger.cli) and `python -m tagger.train` find the configs wherever they run
 CONF_DIR = Path(__file__).resolve().with_name("conf")
-
-
-def model_config(cfg: DictConfig) -> dict[str, Any]:
-    """What a checkpoint needs to rebuild the model and use it as trained."""
-    config = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in MODEL_GROUPS}
-    if cfg.data.get("doc_window"):
-        config["doc_window"] = int(cfg.data.doc_window)
-    if cfg.get("aux"):
-        config["aux"] = OmegaConf.to_container(cfg.aux, resolve=True)
-    return config
-
-
-def resolved(cfg: DictConfig) -> dict[str, Any]:
-    """The run's config as plain data, without Hydra's own node."""
-    return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
-            for k, v in ((k, cfg[k]) for k in cfg if k != "hydra")}
-
-
-def command_line() -> str:
-    """The command that reproduces this run (its Hydra overrides)."""
-    from hydra.core.hydra_config import HydraConfig
-
-    try:
-        overrides = HydraConfig.get().overrides.task
-    except ValueError:  # composed outside @hydra.main (tests)
-        return "python -m tagger.train"
-    return " ".join(["python -m tagger.train", *overrides])
-
-
-def _instantiate_all(group: DictConfig | None) -> list[Any]:
-    return [instantiate(c) for c in (group or {}).values() if c is not None and "_target_" in c]
-
-
-def train(cfg: DictConfig) -> dict[str, Any]:
-    out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    pl.seed_everything(cfg.seed, workers=True)
-    if cfg.get("threads"):
-        torch.set_num_threads(cfg.threads)
-
-    vectors = load_vectors(cfg.embedder.vectors, cfg.embedder.get("vectors_max_words")) \
-        if cfg.embedder.get("vectors") else None
-    config = model_config(cfg)
-    source, start = None, None
-    if cfg.get("init_from"):  # a trained model to start from (tagger/transfer.py)
-        from tagger import runs
-
-        source = runs.resolve(str(cfg.init_from))
-        start = runs.load(source)
-        check_compatible(start.config, config)
-    # data objects (vectors, later the vocabulary) reach constructors as Python values, never as config
-    datamodule = instantiate(cfg.data, _partial_=True)(vectors=vectors, base_vocab=start.vocab if start else None)
-    datamodule.setup("fit")  # builds the vocab from train (+ vector words); saved with the run and every checkpoint
-    vocab = datamodule.vocab
-    vocab.save(out / "vocab.json")
-    tagger = build_tagger(config, vocab, vectors)
-    init, finetune = None, {}
-    if start is not None:
-        label_map = OmegaConf.to_container(cfg.transfer.label_map) or {}
-        report = copy_parameters(tagger, vocab, start.tagger, start.vocab, config, start.config, label_map)
-        init = lineage(str(cfg.init_from), source, start, report, label_map)
-        finetune = {"body_lr_scale": cfg.transfer.lr_scale, "freeze_body_epochs": cfg.transfer.freeze_epochs}
-    module = TaggerModule(tagger, vocab, config, optimizer=instantiate(cfg.optimizer), **cfg.schedule, **finetune)
-    n_params = sum(p.numel() for p in tagger.parameters() if p.requires_grad)
-    log.info("model: %s encoder, %s head, %d parameters", cfg.model._target_.rsplit(".", 1)[-1],
-             cfg.head._target_.rsplit(".", 1)[-1], n_params)
-
-    callbacks = _instantiate_all(cfg.get("callbacks"))
-    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=_instantiate_all(cfg.get("logger")))
-    started = time.perf_counter()
-    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
-    fit_seconds = time.perf_counter() - started
-    if not trainer.is_global_zero:
-        return {}
-
-    ckpt = getattr(trainer.checkpoint_callback, "best_model_path", "") or ""
-    results: dict[str, Any] = {
-        "task": vocab.task,
-        "data": cfg.get("data_name"),
-        "model": cfg.get("model_name"),
-        "head": cfg.get("head_name"),
-        "seed": cfg.seed,
-        "main_metric": MAIN_METRIC[vocab.task],
-        "params": n_params,
-        "epochs": trainer.current_epoch,
-        "global_steps": trainer.global_step,
-        "best_checkpoint": ckpt or None,
-        "last_checkpoint": str(Path(ckpt).with_name("last.ckpt")) if ckpt else None,
-        "best_epoch": None,
-        "fit_seconds": round(fit_seconds, 1),
-        "train_seconds": round(module.train_seconds, 1),
-        "train_tokens": module.train_tokens,
-        "train_tokens_per_s": round(module.train_tokens / module.train_seconds, 1) if module.train_seconds else None,
-        "threads": torch.get_num_threads(),
-        "machine": platform.machine(),
-        "command": command_line(),
-        "git": git_commit(),
-        "init_from": init,
-        "config": resolved(cfg),
-    }
-    if cfg.get("evaluate", True):
-        # evaluate the best checkpoint (not the last weights) on whole splits, on one process
-        evaluated = load_checkpoint(ckpt) if ckpt else None
-        model, eval_vocab = (evaluated.tagger, evaluated.vocab) if evaluated else (module.tagger.eval(), vocab)
-        results["best_epoch"] = evaluated.epoch if evaluated else None
-        for split, key in (("validation", "dev"), ("test", "test")):
-            if split in datamodule.datasets:
-                results[key] = evaluate_split(model, eval_vocab, datamodule.datasets[split])
-                log.info("%s %s = %.2f", key, results["main_metric"], results[key][results["main_metric"]])
-    write_json(out / "metrics.json", results)  # atomic: a run dir never holds a half-written metrics.json
-    print(json.dumps({k: results.get(k, {}).get(results["main_metric"]) if isinstance(results.get(k), dict) else None
-                      for k in ("dev", "test")} | {"metric": results["main_metric"], "run_dir": str(out)}))
-    return results
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")

@@ -83,7 +83,7 @@ def compose(overrides: list[str], output_dir: Path):
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
-    import tagger.train  # noqa: F401  (registers the main_metric resolver)
+    import tagger.training.run  # noqa: F401  (registers the main_metric resolver)
 
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
@@ -98,7 +98,7 @@ FAST = ["trainer.max_epochs=2", "~callbacks.progress_bar", "+trainer.enable_prog
 
 
 def train_tiny(tmp: Path, data_dir: Path, overrides: list[str]) -> Path:
-    from tagger.train import train
+    from tagger.training.run import train
 
     cfg = compose([f"data_dir={data_dir}", *FAST, *overrides], tmp)
     train(cfg)

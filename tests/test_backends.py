@@ -9,7 +9,7 @@ from tagger.backends import BACKENDS, BackendError, bf16_native, make_predictor
 from tagger.checkpoint import load_checkpoint
 from tagger.data.readers import read_conllu
 from tests.conftest import train_tiny
-from tests.test_vectors import DIM, write_vectors
+from tests.data.test_vectors import DIM, write_vectors
 
 # tokens of the test corpus whose tag may differ from fp32's: none for ONNX Runtime in float32 (the export is
 # checked to 1e-4), 1% for the reduced-precision backends; scores (probabilities) within these of fp32's

@@ -35,7 +35,7 @@ def _vocab(task: str = "pos") -> Vocab:
 
 
 def _tagger(tmp_path, overrides: list[str], task: str = "pos"):
-    from tagger.train import model_config
+    from tagger.training.run import model_config
 
     config = model_config(compose(overrides, tmp_path))
     torch.manual_seed(0)

@@ -23,7 +23,7 @@ def test_tensorboard_logger_writes_event_files_beside_the_csv_log(tmp_path, tiny
     from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from tagger.train import train
+    from tagger.training.run import train
 
     cfg = compose([f"data_dir={tiny_data}", "logger=tensorboard", "callbacks=rich", "trainer.max_epochs=2",
                    "data.batch_size=8", "threads=1", "model.d_model=32", "model.heads=2", "model.ffn_dim=32"], tmp_path)

@@ -47,7 +47,7 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted_run(tmp_path):
 
 _KILL_MID_WRITE = textwrap.dedent("""
     import os, signal, sys, torch
-    from tagger.module import AtomicCheckpointIO
+    from tagger.training.lightning_module import AtomicCheckpointIO
     path = sys.argv[1]
     io = AtomicCheckpointIO()
     io.save_checkpoint({"generation": 1, "w": torch.ones(1000)}, path)

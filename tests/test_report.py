@@ -356,7 +356,7 @@ def test_html_is_the_markdown_rendered_with_figures_inlined(tmp_path):
 
 
 def test_unseen_words_of_a_vectors_model_split_by_whether_the_vectors_cover_them(tmp_path, tiny_data):
-    from tests.test_vectors import DIM, write_vectors
+    from tests.data.test_vectors import DIM, write_vectors
 
     data = tmp_path / "data"
     shutil.copytree(tiny_data, data)

@@ -69,7 +69,7 @@ def test_bad_config_value_names_the_key(tmp_path, tiny_data):
 @pytest.mark.skipif(not (REAL_DATA / "ud_english_ewt").exists(), reason="real corpora not found")
 def test_learns_pos_on_real_ewt_subset(tmp_path):
     """The spine on real data: a short training (4 x 120 batches of 32, ~15k sentences drawn from train) must learn."""
-    from tagger.train import train
+    from tagger.training.run import train
 
     cfg = compose([f"data_dir={REAL_DATA}", "model=bilstm", "threads=1", "trainer.max_epochs=4", "+trainer.limit_train_batches=120",
                    "~callbacks.progress_bar", "+trainer.enable_progress_bar=false"], tmp_path)

@@ -16,7 +16,7 @@ from tagger.fileio import write_text
 from tagger.tokenize import check_convention, default_convention
 
 if TYPE_CHECKING:
-    from tagger.vectors import Vectors
+    from tagger.data.vectors import Vectors
 
 PAD, UNK = "<pad>", "<unk>"
 PAD_ID, UNK_ID = 0, 1
@@ -82,7 +82,7 @@ class Vocab:
         like them; the first, most frequent, form wins), so a word never seen in training still reaches the
         model through its vector in evaluation and serving.
 
-        ``base``: the vocabulary of a trained model this one starts from (``init_from``, :mod:`tagger.transfer`).
+        ``base``: the vocabulary of a trained model this one starts from (``init_from``, :mod:`tagger.training.transfer`).
         Its training words come first, in its order, then this corpus's words it lacks; its characters likewise.
         Its word normalisation (lowercase, digits, case fallback) is kept, since its rows were trained on it."""
         if min_freq < 1:

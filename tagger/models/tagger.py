@@ -11,7 +11,7 @@ import torch.nn as nn
 from tagger.data.vocab import Vocab
 
 if TYPE_CHECKING:
-    from tagger.vectors import Vectors
+    from tagger.data.vectors import Vectors
 
 
 class AttentionNotSupported(TypeError):

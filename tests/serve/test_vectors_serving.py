@@ -7,7 +7,7 @@ import pytest
 from tagger.backends import DEFAULT_BACKEND
 from tests.conftest import train_tiny
 from tests.serve.conftest import package_into, start, stop, wait_ready
-from tests.test_vectors import DIM, write_vectors
+from tests.data.test_vectors import DIM, write_vectors
 
 # "zebra" is in the vectors file and never in the tiny corpora; "okapi" is in neither
 KNOWN_BY_VECTORS = ["the", "zebra", "sees", "a", "cat"]

@@ -9,7 +9,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 
-from tagger.averaging import TailAveraging
+from tagger.training.averaging import TailAveraging
 from tests.conftest import train_tiny
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tagger.data.vocab import Vocab
-from tagger.vectors import PACKAGES, VectorsError, load_vectors, read_text
+from tagger.data.vectors import PACKAGES, VectorsError, load_vectors, read_text
 from tests.conftest import train_tiny
 
 DIM = 8

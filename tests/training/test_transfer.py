@@ -1,4 +1,4 @@
-"""init_from: a training that starts from a trained tagger (tagger.transfer)."""
+"""init_from: a training that starts from a trained tagger (tagger.training.transfer)."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ import torch
 from tagger.checkpoint import load_checkpoint
 from tagger.data.vocab import Vocab
 from tagger.models.tagger import build_tagger
-from tagger.transfer import TransferError, copy_parameters, map_label
+from tagger.training.transfer import TransferError, copy_parameters, map_label
 from tests.conftest import train_tiny
 
 _ORG = [["Acme", "Corp"], ["Globex"], ["Initech"]]
@@ -168,3 +168,4 @@ def test_report_puts_finetuned_beside_scratch_and_zero_shot(tmp_path, finetuned,
     zero = next(line for line in section.splitlines() if "zero-shot |" in line)
     assert "–" not in zero and "not scored" not in zero  # the source scored on dev and test
     assert "LOC→O" in section  # the source's LOC: a type this corpus does not annotate, dropped
+
