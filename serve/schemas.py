@@ -183,7 +183,7 @@ class ModelCard(BaseModel):
     supports_attention: bool
     window: int = Field(description="tokens per model window; longer inputs are windowed")
     doc_window: int | None
-    backend: str = Field(description="what computes the model (tagger.backends)")
+    backend: str = Field(description="what computes the model (tagger.inference.backends)")
     limits: dict[str, int]
     config: dict[str, Any] = Field(description="the embedder/model/head config")
     provenance: dict[str, Any]

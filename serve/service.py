@@ -6,7 +6,7 @@ contract, :mod:`serve.openapi`).
 
 One service, one process per worker: :class:`TaggingService` holds the packaged model — a class-level
 ``BentoModel``, so ``bentoml build`` ships it — loaded once per worker on the backend ``TAGGER_BACKEND``
-(:mod:`tagger.backends`), validates and tokenises requests, and gathers the sentences of concurrent
+(:mod:`tagger.inference.backends`), validates and tokenises requests, and gathers the sentences of concurrent
 requests into one model pass without waiting on a clock (:class:`serve.batching.GreedyBatcher`;
 BentoML's adaptive batching kept single requests waiting long after a burst).
 
@@ -38,7 +38,7 @@ from serve.schemas import (
     TagRequest, TagResponse,
 )
 from tagger.api import entity_spans as decode_entities, join_sentences, make_sentence
-from tagger.backends import DEFAULT_BACKEND, check_backend
+from tagger.inference.backends import DEFAULT_BACKEND, check_backend
 from tagger.tokenize import sentences as split_sentences
 
 fix_bentoml_timeout()  # else every request stays in memory for traffic.timeout seconds
@@ -123,7 +123,7 @@ class TaggingService:
     def __init__(self) -> None:
         import torch
 
-        from tagger.backends import make_predictor
+        from tagger.inference.backends import make_predictor
         from tagger.limits import BATCH_SIZE, MAX_TOKENS
         from tagger.package import load_packaged
 
@@ -134,7 +134,8 @@ class TaggingService:
         packaged = load_packaged(self.bento_model)
         # forward passes of at most TAGGER_BATCH_SIZE windows and TAGGER_BATCH_TOKENS padded tokens: the sentences
         # of merged requests, shortest first, are not all padded to the longest one's length
-        streams = os.environ.get("TAGGER_STREAMS")  # passes of a model call run side by side (tagger.streams)
+        # passes of a model call run side by side (tagger.inference.pass_threads)
+        streams = os.environ.get("TAGGER_STREAMS")
         self.predictor = make_predictor(packaged.tagger, packaged.vocab, BACKEND, threads=threads or None,
                                         streams=int(streams) if streams else None,
                                         batch_size=int(os.environ.get("TAGGER_BATCH_SIZE", BATCH_SIZE)),

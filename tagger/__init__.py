@@ -18,7 +18,7 @@ __all__ = ["load", "Pipeline", "Sentence", "Span"]
 def load(source: str | os.PathLike, *, threads: int | None = None, batch_size: int = BATCH_SIZE,
          backend: str = "fp32") -> "Pipeline":
     """A pipeline for a run dir, a report's ``best.json``, a ``.ckpt`` file or a BentoML model-store tag;
-    ``backend``: fp32, bf16, int8, onnx or onnx-int8 (:mod:`tagger.backends`)."""
+    ``backend``: fp32, bf16, int8, onnx or onnx-int8 (:mod:`tagger.inference.backends`)."""
     from tagger.api import load as _load
 
     return _load(source, threads=threads, batch_size=batch_size, backend=backend)

@@ -13,9 +13,9 @@
 * a ``list[str]``: several raw texts -> one ``list[Sentence]`` per text;
 * a ``list[list[str]]``: pre-tokenised sentences -> one :class:`Sentence` each.
 
-The sentences of one text are one document: a model trained with document context sees them together.
-The command line (``tagger predict``) and the service tag through the same :class:`tagger.inference.Predictor`,
-the same tokenizer and the same entity decoding (:func:`entity_spans`).
+The sentences of one text are one document: a model trained with document context sees them together. The command line
+(``tagger predict``) and the service tag through the same :class:`tagger.inference.predictor.Predictor`, the same
+tokenizer and the same entity decoding (:func:`entity_spans`).
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from tagger.tokenize import Token, sentences as split_sentences
 
 if TYPE_CHECKING:
     from tagger.data.vocab import Vocab
-    from tagger.inference import Predictor
+    from tagger.inference.predictor import Predictor
     from tagger.models.tagger import Tagger
 
 # a BentoML model-store tag: NAME or NAME:VERSION (a path that exists is never read as one)
@@ -112,7 +112,7 @@ class Pipeline:
     """A loaded tagger with its vocabulary, labels and tokenizer convention; call it on text or tokens."""
 
     def __init__(self, model: Tagger, vocab: Vocab, name: str, batch_size: int = BATCH_SIZE, backend: str = "fp32"):
-        from tagger.backends import make_predictor
+        from tagger.inference.backends import make_predictor
 
         self.name, self.vocab = name, vocab
         self.predictor: Predictor = make_predictor(model, vocab, backend, batch_size=batch_size)
@@ -220,8 +220,8 @@ def load(source: str | os.PathLike, *, threads: int | None = None, batch_size: i
          backend: str = "fp32") -> Pipeline:
     """A :class:`Pipeline` for the model at ``source``. ``threads``: torch CPU threads (None: torch's default);
     ``batch_size``: at most that many windows per forward pass (within the padded-token budget of
-    :class:`tagger.inference.Predictor`); ``backend``: what computes the model (:mod:`tagger.backends`:
-    fp32, bf16, int8, onnx, onnx-int8)."""
+    :class:`tagger.inference.predictor.Predictor`); ``backend``: what computes the model
+    (:mod:`tagger.inference.backends`: fp32, bf16, int8, onnx, onnx-int8)."""
     import torch
 
     if threads is not None:

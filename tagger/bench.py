@@ -4,7 +4,7 @@
 
 1. ``inference``: in-process tokens/s of each model family (window_fc, bilstm, self_attention; POS on
    EWT) at batch sizes 1, 32 and 256 with 2 threads, on the torch and ONNX Runtime backends
-   (``tagger.export``), over the EWT test sentences; FLOPs per token and the fraction of the CPU's
+   (``tagger.inference.export``), over the EWT test sentences; FLOPs per token and the fraction of the CPU's
    fp32 peak that speed reaches.
 2. ``training``: training tokens/s of each family (a short ``python -m tagger.train`` run, 2 threads).
 3. ``http``: the BentoML service on loopback under ``tagger.loadgen`` (1, 8, 32 closed-loop clients,
@@ -196,7 +196,7 @@ def flops_per_token(tagger, vocab, sentences: list[list[str]], batch_size: int) 
     compute no padding)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from tagger.inference import Predictor
+    from tagger.inference.predictor import Predictor
 
     fused = [m for m in tagger.modules() if hasattr(m, "fast_path")]
     for m in fused:
@@ -222,8 +222,8 @@ def flops_per_token(tagger, vocab, sentences: list[list[str]], batch_size: int) 
 
 # -- 1. in-process inference -------------------------------------------------------------------
 def bench_inference(args, extra_roots: list[Path], peak_gflops: float) -> tuple[list[dict], list[dict]]:
-    from tagger.backends import BackendError, make_backend
-    from tagger.inference import Predictor
+    from tagger.inference.backends import BackendError, make_backend
+    from tagger.inference.predictor import Predictor
 
     torch.set_num_threads(args.threads)
     sentences = load_sentences(args.data_dir)
@@ -437,11 +437,11 @@ def render(results: dict[str, Any]) -> str:
     if results.get("inference"):
         rows = results["inference"]
         lines += ["", "## 1. In-process inference", "",
-                  f"`tagger.inference.Predictor` over the {max(r['tokens'] for r in rows):,}-token EWT test split (batch 1: "
+                  f"`tagger.inference.predictor.Predictor` over the {max(r['tokens'] for r in rows):,}-token EWT test split (batch 1: "
                   f"the first {next((r['sentences'] for r in rows if r['batch_size'] == 1), '–')} sentences), "
                   f"{rows[0]['threads']} thread{'s' if rows[0]['threads'] > 1 else ''}, "
                   "median of the timed passes (backends taking turns) after two warm-up passes each. Backends: `torch` = the InferenceGraph in eager "
-                  "PyTorch; `onnx` = the same graph exported by `python -m tagger.export`, run by ONNX Runtime. "
+                  "PyTorch; `onnx` = the same graph exported by `python -m tagger.inference.export`, run by ONNX Runtime. "
                   "FLOPs/token: `torch.utils.flop_counter.FlopCounterMode` over the same pass as the timing (same "
                   "sentences and batch size, length-sorted batches: the padding computed is included, so it grows with "
                   "the batch); attention counted on its reference path, LSTM added analytically (FlopCounterMode has no "
@@ -497,7 +497,7 @@ def render(results: dict[str, Any]) -> str:
               "| check | command |", "|---|---|",
               "| property-based fuzzing of the service's OpenAPI (schemathesis): zero 5xx | `make fuzz` |",
               "| SIGKILL mid-epoch, resume from last.ckpt: same epochs, metrics within noise | `make kill-resume` (real data); `pytest tests/test_reliability.py` (tiny corpus) |",
-              "| truncated/corrupted checkpoint, ONNX file or model-store entry: clear error | `pytest tests/test_reliability.py tests/test_export.py` |",
+              "| truncated/corrupted checkpoint, ONNX file or model-store entry: clear error | `pytest tests/test_reliability.py tests/inference/test_export.py` |",
               "| 32 clients for 60 s: zero errors, memory stable | `make soak` |",
               "| `trainer=ddp_cpu` (2 processes, gloo) matches 1 process | `pytest -m slow tests/test_ddp.py` |", ""]
     return "\n".join(lines)

@@ -1,6 +1,6 @@
 """Inference backends and a spaCy peer on UD English EWT: ``python -m tagger.bench_backends RUN`` (``make bench``).
 
-For the POS model at RUN (a run dir, best.json, .ckpt or store tag), on every backend of :mod:`tagger.backends`
+For the POS model at RUN (a run dir, best.json, .ckpt or store tag), on every backend of :mod:`tagger.inference.backends`
 that this CPU can run: token accuracy on EWT dev and test, and tokens/s tagging the EWT test sentences (gold
 tokens, batches of 256, 2 threads; median of ``--repeats`` passes after two untimed ones, the backends taking turns
 pass by pass, with the loaded heap frozen out of the garbage collector's sight as the service freezes it). Then, in the same run, two spaCy 3.8 peers on the same sentences (``Doc(words=...)``, batches of
@@ -43,7 +43,7 @@ ONE_STREAM = "{} @1 stream"  # a runner of a backend's predictor with its passes
 
 def cpu() -> dict[str, Any]:
     """The CPU model, the SIMD flags that decide which kernels run, and what torch makes of them."""
-    from tagger.backends import bf16_native
+    from tagger.inference.backends import bf16_native
     from tagger.bench import read_cpuinfo
 
     info = read_cpuinfo()
@@ -112,7 +112,7 @@ def bench_http(run_dir: Path, args) -> dict[str, Any]:
     the service."""
     import tempfile
 
-    from tagger.backends import DEFAULT_BACKEND
+    from tagger.inference.backends import DEFAULT_BACKEND
     from tagger.loadgen import answered_5xx, load_sentences, run_load, running_service
 
     sentences = load_sentences(args.data_dir)
@@ -136,7 +136,7 @@ def bench_http(run_dir: Path, args) -> dict[str, Any]:
 
 
 def bench(args) -> dict[str, Any]:
-    from tagger.backends import BACKENDS, DEFAULT_BACKEND, BackendError, make_predictor
+    from tagger.inference.backends import BACKENDS, DEFAULT_BACKEND, BackendError, make_predictor
     from tagger.runs import load, resolve
 
     torch.set_num_threads(args.threads)
@@ -165,7 +165,7 @@ def bench(args) -> dict[str, Any]:
         except BackendError as e:
             print(f"[bench] {name}: {e}", file=sys.stderr)
             rows.append({"backend": name, "error": str(e)})
-    # each predictor again with its passes one after another, all threads on each (tagger.streams)
+    # each predictor again with its passes one after another, all threads on each (tagger.inference.pass_threads)
     one_stream = {name: predictor(name, streams=1) for name in predictors}
     for name, p in predictors.items():
         row = {"backend": name, "dev_acc": accuracy(p.tags(dev), dev_gold)}
@@ -263,10 +263,10 @@ def render(res: dict[str, Any]) -> str:
              f"tokens, gold tokenisation); tokens/s is the median of {res['repeats']} passes after two untimed ones, "
              "the backends and peers taking turns pass by pass; a predictor runs "
              f"{next((r['streams'] for r in res['backends'] if 'streams' in r), 1)} passes side by side, each on its "
-             "share of the threads (`tagger.streams`, the predictors' default), and the column \"1 stream\" times the "
+             "share of the threads (`tagger.inference.pass_threads`, the predictors' default), and the column \"1 stream\" times the "
              "same predictor with its passes one after another, all threads on each; the torch backends run their "
              "encoder traced into one "
-             f"TorchScript call (`tagger.capture`), and the row `{EAGER.format(res['configured_default'])}` runs it "
+             f"TorchScript call (`tagger.inference.capture`), and the row `{EAGER.format(res['configured_default'])}` runs it "
              "module by module; every test word is in the predictor's word cache "
              "(on the torch backends each word's embedder output, computed once; on ONNX its id and characters; spaCy's "
              "vocabulary likewise keeps each word seen) and the loaded models and "
@@ -295,7 +295,7 @@ def render(res: dict[str, Any]) -> str:
             lines.append(f"| {r['backend']} | {r['dev_acc']:.2f} | {r['test_acc']:.2f} | {r['dev_acc_vs_fp32']:+.2f} | "
                          f"{r['tokens_per_s']:,} | {r['speed_vs_fp32']:.2f}× | {one} | {cold} |{small}")
     lines += ["", f"Fastest backend within {res['max_accuracy_loss']} points of fp32 on dev: "
-              f"**{res['chosen_default']}** (the service's default, `tagger.backends.DEFAULT_BACKEND`, is "
+              f"**{res['chosen_default']}** (the service's default, `tagger.inference.backends.DEFAULT_BACKEND`, is "
               f"`{res['configured_default']}`).", ""]
     if res["peers"]:
         lines += [f"| peer (spaCy 3.8) | tokens/s | project fastest (`{res['chosen_default']}`) / peer | project fp32 / peer "

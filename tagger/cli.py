@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("tagger.serving", "serve a packaged model or a run over HTTP (serve extra)"),
     "report": ("tagger.report.build", "comparison report of trained runs (tables, plots, best.json)"),
     "bench": ("tagger.bench", "speed benchmark of training, inference and the service"),
-    "export": ("tagger.export", "export a model's encoder to ONNX (onnx extra)"),
+    "export": ("tagger.inference.export", "export a model's encoder to ONNX (onnx extra)"),
 }
 
 

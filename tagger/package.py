@@ -35,7 +35,7 @@ import torch
 from tagger.checkpoint import CheckpointError, LoadedModel, load_checkpoint, model_from_parts
 from tagger.data.vocab import Vocab
 from tagger.fileio import write_json
-from tagger.inference import Predictor
+from tagger.inference.predictor import Predictor
 from tagger.models.tagger import Tagger
 from tagger.package_format import (  # noqa: F401 (the folder's names, re-exported)
     FORMAT, MODEL_CONFIG, RUN_INFO, VOCAB, WEIGHTS, PackageError, check_parts, sha256,

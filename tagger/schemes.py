@@ -6,12 +6,14 @@
   follow another and end a sentence (the CRF's constraints), :func:`entity_spans` reads the entities of
   a tagged sentence strictly (as scoring does), :func:`close_entities` makes whole an entity cut at the
   edge of a sentence taken out of a longer stream.
+* :func:`map_label` renames a label or the entity type of a tag, for a model scored on (or started for) a
+  corpus whose names differ.
 
 Plain Python over tag strings: no torch, so the readers, the metrics and the service share it.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from seqeval.scheme import IOB2, IOBES, Entities
 
@@ -43,6 +45,17 @@ def split_tag(tag: str, scheme: str) -> tuple[str, str | None]:
         allowed = ", ".join(f"{p}-TYPE" for p in _PREFIXES[scheme])
         raise ValueError(f"tag {tag!r} is not valid in the {scheme} scheme (expected O, {allowed})")
     return prefix, label
+
+
+def map_label(label: str, label_map: Mapping[str, str]) -> str:
+    """A source label under ``label_map``: the whole label (``NOUN`` -> ``PROPN``) or the entity type of a tag
+    (``person`` -> ``PER`` turns ``B-person`` into ``B-PER``). A type mapped to ``O`` drops the entity."""
+    if label in label_map:
+        return label_map[label]
+    prefix, sep, kind = label.partition("-")
+    if sep and len(prefix) == 1 and kind in label_map:
+        return "O" if label_map[kind] == "O" else f"{prefix}-{label_map[kind]}"
+    return label
 
 
 # --------------------------------------------------------------------------- #

@@ -14,7 +14,7 @@ import torch
 import tagger
 from tagger.api import LoadError
 from tagger.checkpoint import load_checkpoint
-from tagger.inference import Predictor
+from tagger.inference.predictor import Predictor
 
 REPO = Path(__file__).resolve().parents[1]
 torch.set_num_threads(1)
@@ -32,8 +32,8 @@ def test_every_entry_point_defaults_to_the_predictors_pass_size():
     import inspect
 
     from tagger.api import Pipeline, load
-    from tagger.evaluate import evaluate_split, score_split
-    from tagger.inference import Predictor
+    from tagger.inference.scoring import evaluate_split, score_split
+    from tagger.inference.predictor import Predictor
 
     want = inspect.signature(Predictor).parameters["batch_size"].default
     for entry in (tagger.load, load, Pipeline, evaluate_split, score_split):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from tagger.backends import BACKENDS, DEFAULT_BACKEND, bf16_native
+from tagger.inference.backends import BACKENDS, DEFAULT_BACKEND, bf16_native
 from tagger.bench_backends import EAGER, check_targets, main
 
 

@@ -25,7 +25,7 @@ def _imported_training_modules(modules: str, tmp_path: Path) -> list[str]:
 
 
 def test_the_predictor_imports_neither_lightning_nor_hydra(tmp_path):
-    assert _imported_training_modules("tagger.inference", tmp_path) == []
+    assert _imported_training_modules("tagger.inference.predictor", tmp_path) == []
 
 
 @pytest.mark.parametrize("modules", ["tagger.package", "serve.service"])
@@ -51,7 +51,7 @@ def test_serving_a_model_imports_neither(tiny_pos_run, tmp_path):
 
     tag = package_into(tmp_path / "bentoml", tiny_pos_run, "tagger")
     code = ("import sys, bentoml, serve.service as s; from tagger.package import load_packaged; "
-            "from tagger.backends import make_predictor; "
+            "from tagger.inference.backends import make_predictor; "
             f"p = load_packaged(bentoml.models.get({tag!r})); "
             "make_predictor(p.tagger, p.vocab, s.BACKEND).predict([['the', 'cat']]); "
             f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(TRAINING)!r}))")

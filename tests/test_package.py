@@ -11,7 +11,7 @@ import torch
 
 from tagger import package as pkg
 from tagger.checkpoint import load_checkpoint
-from tagger.inference import Predictor
+from tagger.inference.predictor import Predictor
 
 torch.set_num_threads(1)
 

@@ -8,7 +8,7 @@ import torch
 
 from tagger.checkpoint import load_checkpoint
 from tagger.data.readers import read_conll_columns
-from tagger.inference import Predictor
+from tagger.inference.predictor import Predictor
 from tagger.predict import InputError, main, read_sentences
 from tagger.tokenize import tokenize
 

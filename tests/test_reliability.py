@@ -254,8 +254,8 @@ SENTENCES = st.lists(st.lists(TOKEN, min_size=0, max_size=40), min_size=0, max_s
 
 @pytest.fixture(scope="module")
 def predictors(tiny_pos_run):
-    from tagger.backends import make_predictor
-    from tagger.inference import Predictor
+    from tagger.inference.backends import make_predictor
+    from tagger.inference.predictor import Predictor
 
     loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
     return (Predictor(loaded.tagger, loaded.vocab, batch_size=4, window=16, overlap=4),

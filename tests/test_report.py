@@ -385,16 +385,17 @@ def test_the_evaluation_cache_key_covers_the_code_predictions_come_from():
     key (tagger.report.evaluation.PREDICTION_CODE), so a change to any of them measures cached runs again."""
     import inspect
 
-    import tagger.evaluate
-    import tagger.inference
+    import tagger
+    import tagger.inference.predictor
+    import tagger.inference.scoring
     from tagger.report.evaluation import PREDICTION_CODE
 
-    root = Path(tagger.inference.__file__).resolve().parent
-    used = {inspect.getmodule(v) for m in (tagger.inference, tagger.evaluate) for v in vars(m).values()
-            if inspect.isfunction(v) or inspect.isclass(v)}
+    root = Path(tagger.__file__).resolve().parent
+    used = {inspect.getmodule(v) for m in (tagger.inference.predictor, tagger.inference.scoring)
+            for v in vars(m).values() if inspect.isfunction(v) or inspect.isclass(v)}
     files = {Path(m.__file__).resolve().relative_to(root).as_posix() for m in used
              if m is not None and m.__name__.startswith("tagger.")}
-    assert "word_features.py" in files and "schemes.py" in files
+    assert "inference/word_features.py" in files and "schemes.py" in files
     uncovered = [f for f in files if not any(f == c or f.startswith(c + "/") for c in PREDICTION_CODE)]
     assert uncovered == []
 

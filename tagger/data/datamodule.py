@@ -86,7 +86,7 @@ class TaggerDataModule(pl.LightningDataModule):
     ``doc_window``: document context. Consecutive sentences of one document (the corpus's ``doc``
     column) are packed into rows of up to that many tokens, so the encoder sees the neighbouring
     sentences; loss and metrics still count every sentence once. The model saves the value and
-    predicts documents in windows of that size (:class:`tagger.inference.Predictor`).
+    predicts documents in windows of that size (:class:`tagger.inference.predictor.Predictor`).
     """
 
     def __init__(

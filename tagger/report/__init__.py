@@ -12,7 +12,7 @@ and a sweep job that never started are listed in the report with their overrides
 
 Reads straight down, one module per step: find runs and sweeps (:mod:`.sweeps`) -> label variants and
 group seeds (:mod:`.variants`) -> re-evaluate the checkpoints (:mod:`.evaluation`, through
-:func:`tagger.evaluate.score_split`) -> build the sections (:mod:`.sections`, :mod:`.studies`, figures
+:func:`tagger.inference.scoring.score_split`) -> build the sections (:mod:`.sections`, :mod:`.studies`, figures
 from :mod:`.plots`, numbers from :mod:`.stats`) -> render Markdown and HTML (:mod:`.document`) -> write
 (:mod:`.build`, which holds the command line).
 """

@@ -1,6 +1,6 @@
-"""Re-evaluation of each run's best checkpoint on the test split, through :func:`tagger.evaluate.score_split`
-(the prediction and scoring that training and ``python -m tagger.evaluate`` use); cached per checkpoint and version
-of the prediction code."""
+"""Re-evaluation of each run's best checkpoint on the test split, through
+:func:`tagger.inference.scoring.score_split` (the prediction and scoring that training and ``tagger evaluate`` use);
+cached per checkpoint and version of the prediction code."""
 from __future__ import annotations
 
 import functools
@@ -16,7 +16,8 @@ from tagger.report.sweeps import ReportError, Run
 CACHE_VERSION = 2
 # the code a cached evaluation depends on: its predictions and its tokens/s are measured again when any of it changes
 # (tests/test_report.py checks it holds every project module the predictor and the scoring use)
-PREDICTION_CODE = ("inference.py", "word_features.py", "streams.py", "passes.py", "limits.py", "schemes.py", "evaluate.py", "metrics.py",
+PREDICTION_CODE = ("inference/predictor.py", "inference/word_features.py", "inference/pass_threads.py",
+                   "inference/passes.py", "inference/scoring.py", "limits.py", "schemes.py", "metrics.py",
                    "checkpoint.py", "data/vocab.py", "data/encoding.py", "models")
 
 
@@ -69,7 +70,7 @@ def evaluate_run(run: Run, cache_dir: Path, threads: int, batch_size: int, data_
     import torch
 
     from tagger.checkpoint import load_checkpoint
-    from tagger.evaluate import load_corpus, score_split
+    from tagger.inference.scoring import load_corpus, score_split
 
     ckpt = checkpoint_of(run)
     if ckpt is None:

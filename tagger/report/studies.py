@@ -56,8 +56,8 @@ def section_ablation(c: Context) -> None:
 
 def section_attention(c: Context) -> None:
     from tagger.checkpoint import load_checkpoint
-    from tagger.evaluate import load_corpus
-    from tagger.inference import Predictor
+    from tagger.inference.predictor import Predictor
+    from tagger.inference.scoring import load_corpus
     from tagger.report.plots import attention_heads
 
     d = c.doc
@@ -142,8 +142,8 @@ def section_extrapolation(c: Context) -> None:
             if table_len is not None and table_len <= limit:
                 notes.append(f"learned: the position table holds {table_len} positions; sentences longer than "
                              f"{table_len} tokens are tagged in overlapping {table_len}-token windows "
-                             "(tagger.inference.Predictor; each token keeps the tag from the window where it is "
-                             "most central).")
+                             "(tagger.inference.predictor.Predictor; each token keeps the tag from the window where "
+                             "it is most central).")
             else:
                 notes.append(
                     f"learned: the position table has {table_len} rows but training sentences had at most {limit} "
@@ -151,7 +151,8 @@ def section_extrapolation(c: Context) -> None:
                     "initialisation, shrunk by weight decay). Shown two ways: *whole sentence* (positions past "
                     f"{limit} use those untrained rows) and *{limit}-token windows* (sentences longer than {limit} "
                     f"tokens are tagged in overlapping {limit}-token windows, overlap {ev.get('window_overlap')}, each "
-                    "token keeping the tag from the window where it is most central — tagger.inference.Predictor).")
+                    "token keeping the tag from the window where it is most central — "
+                    "tagger.inference.predictor.Predictor).")
     d.table(["encoding"] + [f"{n} ({counts[i]} tok.)" for i, n in enumerate(names)],
             [[k] + [fmt(s) for s in v] for k, v in series.items()],
             f"Test {METRIC_TEXT[m]} by sentence length for models trained only on sentences of ≤ {limit} tokens "

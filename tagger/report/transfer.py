@@ -27,7 +27,7 @@ def zero_shot(run: Run, data_dir: str | None) -> dict[str, Any]:
     """The source of ``run`` scored on ``run``'s corpus, dev and test: ``{"dev": metrics, "test": metrics,
     "label_map": ...}``."""
     from tagger import runs
-    from tagger.evaluate import evaluate_split, load_corpus
+    from tagger.inference.scoring import evaluate_split, load_corpus
 
     init = run.metrics["init_from"]
     loaded = runs.load(init.get("checkpoint") or init.get("store_tag") or init["source"])

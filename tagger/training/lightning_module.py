@@ -13,7 +13,7 @@ from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 
 from tagger.data.vocab import Vocab
 from tagger.fileio import atomic_open
-from tagger.inference import Predictor
+from tagger.inference.predictor import Predictor
 from tagger.metrics import MAIN_METRIC, task_metrics
 from tagger.models.tagger import Tagger
 

@@ -24,8 +24,8 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from tagger.checkpoint import load_checkpoint  # noqa: E402
 from tagger.data.vectors import load_vectors  # noqa: E402
-from tagger.evaluate import evaluate_split  # noqa: E402
 from tagger.fileio import write_json  # noqa: E402
+from tagger.inference.scoring import evaluate_split  # noqa: E402
 from tagger.metrics import MAIN_METRIC  # noqa: E402
 from tagger.models.tagger import build_tagger  # noqa: E402
 from tagger.package import git_commit  # noqa: E402

@@ -23,6 +23,7 @@ import torch
 
 from tagger.data.vocab import Vocab
 from tagger.models.tagger import Tagger
+from tagger.schemes import map_label
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +33,6 @@ EMBEDDER_KEYS = ("word_dim", "char_dim", "char_filters", "char_kernel", "case_di
 
 class TransferError(ValueError):
     """The source model cannot start this model (the message names the differing config keys)."""
-
-
-def map_label(label: str, label_map: Mapping[str, str]) -> str:
-    """A source label under ``label_map``: the whole label (``NOUN`` -> ``PROPN``) or the entity type of a tag
-    (``person`` -> ``PER`` turns ``B-person`` into ``B-PER``). A type mapped to ``O`` drops the entity."""
-    if label in label_map:
-        return label_map[label]
-    prefix, sep, kind = label.partition("-")
-    if sep and len(prefix) == 1 and kind in label_map:
-        return "O" if label_map[kind] == "O" else f"{prefix}-{label_map[kind]}"
-    return label
 
 
 def differing_keys(source: Mapping[str, Any], target: Mapping[str, Any], prefix: str) -> list[str]:

@@ -34,7 +34,7 @@ def test_bento_installs_the_cpu_torch_wheel_at_the_pinned_version(tmp_path):
 def test_bento_installs_what_serving_imports_and_no_training_stack():
     from bentoml._internal.bento.build_config import BentoBuildConfig
 
-    from tagger.backends import DEFAULT_BACKEND
+    from tagger.inference.backends import DEFAULT_BACKEND
 
     config = BentoBuildConfig.from_file(str(REPO / "bentofile.yaml"))
     names = {Requirement(p).name.lower() for p in config.python.packages}

@@ -163,8 +163,8 @@ def test_each_call_is_one_document_and_merged_calls_stay_apart(service_module, t
 
     from serve.batching import GreedyBatcher
     from serve.memory import HeapTrimmer
-    from tagger.inference import Predictor
-    from tests.test_export import TINY_SA, _tagger
+    from tagger.inference.predictor import Predictor
+    from tests.inference.test_export import TINY_SA, _tagger
 
     tagger, vocab = _tagger(tmp_path, ["data=conll2003", "head=crf", "data.doc_window=16", *TINY_SA], task="ner")
     predictor = Predictor(tagger, vocab)

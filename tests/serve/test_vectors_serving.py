@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tagger.backends import DEFAULT_BACKEND
+from tagger.inference.backends import DEFAULT_BACKEND
 from tests.conftest import train_tiny
 from tests.serve.conftest import package_into, start, stop, wait_ready
 from tests.data.test_vectors import DIM, write_vectors

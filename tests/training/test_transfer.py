@@ -11,7 +11,8 @@ import torch
 from tagger.checkpoint import load_checkpoint
 from tagger.data.vocab import Vocab
 from tagger.models.tagger import build_tagger
-from tagger.training.transfer import TransferError, copy_parameters, map_label
+from tagger.schemes import map_label
+from tagger.training.transfer import TransferError, copy_parameters
 from tests.conftest import train_tiny
 
 _ORG = [["Acme", "Corp"], ["Globex"], ["Initech"]]

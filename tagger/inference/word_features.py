@@ -22,7 +22,7 @@ from tagger.data.vocab import PAD_ID
 
 
 class FeatureBackend(Protocol):
-    """A backend split at the encoder's input (:class:`tagger.inference.TorchBackend`)."""
+    """A backend split at the encoder's input (:class:`tagger.inference.predictor.TorchBackend`)."""
 
     def features(self, type_words: torch.Tensor, type_chars: torch.Tensor) -> torch.Tensor:
         """type_words (U,), type_chars (U,L) -> (U,F) the embedder output of each word."""
@@ -37,9 +37,9 @@ class WordFeatures:
     ``lookup``: word -> (word id, clipped character ids), run once per new word. Row 0 holds the features of
     padding (the empty word), as the full graph computes them.
 
-    Threads share one table (:mod:`tagger.streams` runs passes side by side). A row of a table tensor, once in use,
-    is never written again: new words go to rows past ``size`` or into a new, larger tensor, and forgetting the
-    words drops the tensor. So a pass reads the tensor it was handed without the lock, which guards only the
+    Threads share one table (:mod:`tagger.inference.pass_threads` runs passes side by side). A row of a table tensor,
+    once in use, is never written again: new words go to rows past ``size`` or into a new, larger tensor, and forgetting
+    the words drops the tensor. So a pass reads the tensor it was handed without the lock, which guards only the
     word-to-row map and the table's growth.
     """
 
@@ -69,7 +69,8 @@ class WordFeatures:
 
     def tag(self, sentences: list[list[str]], rows_to_tags: Callable) -> tuple[torch.Tensor, torch.Tensor]:
         """Sentences -> tag ids (B,T) and probabilities (B,T) by ``rows_to_tags(table, ids)``
-        (:class:`tagger.capture.RowsToTags`), which reads the table tensor as it is once the batch's words are in."""
+        (:class:`tagger.inference.capture.RowsToTags`), which reads the table tensor as it is once the batch's words are
+        in."""
         table, ids, _ = self._rows(sentences)  # (N,F), (B,T)
         return rows_to_tags(table, ids)  # (B,T), (B,T)
 

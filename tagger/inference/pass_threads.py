@@ -5,11 +5,11 @@ torch waits for the slowest thread. Passes side by side, one thread each, keep t
 Python work (word ids, ``tolist``) runs while the other thread is in a matrix product, since torch releases the GIL
 there. ``reports/bench.md`` measures both ways on the same cores.
 
-Under OpenMP (torch's CPU builds) the intra-op thread count is per thread: each stream thread sets its own, and
-the process-wide count that threads started later take is put back once every stream thread has set its own. A
-build where the count is not per thread is caught when the streams start (:class:`StreamsError`; a
-:class:`tagger.inference.Predictor` then runs its passes one after another and says so in the log). Threads do not
-survive a fork: a forked child starts threads of its own on its first :meth:`Streams.map`.
+Under OpenMP (torch's CPU builds) the intra-op thread count is per thread: each pass thread sets its own, and
+the process-wide count that threads started later take is put back once every pass thread has set its own. A
+build where the count is not per thread is caught when the threads start (:class:`PassThreadsError`; a
+:class:`tagger.inference.predictor.Predictor` then runs its passes one after another and says so in the log).
+Threads do not survive a fork: a forked child starts threads of its own on its first :meth:`PassThreads.map`.
 
 Hand-written as a thin layer over ``concurrent.futures``: what the pool lacks is the per-thread intra-op count and
 inference mode in its threads.
@@ -26,14 +26,14 @@ import torch
 In = TypeVar("In")
 Out = TypeVar("Out")
 
-START_TIMEOUT = 60.0  # seconds for the stream threads to start
+START_TIMEOUT = 60.0  # seconds for the pass threads to start
 
 
-class StreamsError(RuntimeError):
-    """The stream threads could not be given their own intra-op thread count."""
+class PassThreadsError(RuntimeError):
+    """The pass threads could not be given their own intra-op thread count."""
 
 
-class Streams:
+class PassThreads:
     """``count`` threads, each running torch with ``threads_each`` intra-op threads (default: torch's current count
     shared out, at least one each); :meth:`map` runs a function over items on them."""
 
@@ -46,7 +46,7 @@ class Streams:
     def _start(self) -> None:
         keep, count = torch.get_num_threads(), self.count
         self.pid = os.getpid()  # a forked child has none of these threads: map starts them again there
-        self.pool = ThreadPoolExecutor(count, thread_name_prefix="tagger-stream")
+        self.pool = ThreadPoolExecutor(count, thread_name_prefix="tagger-pass")
         seen: list[int] = []
         set_all, restored = (threading.Barrier(count + 1, timeout=START_TIMEOUT) for _ in range(2))
 
@@ -65,12 +65,12 @@ class Streams:
             call.result()
         if seen != [self.threads_each] * count or torch.get_num_threads() != keep:
             self.pool.shutdown()
-            raise StreamsError(f"this torch build shares one intra-op thread count between threads "
-                               f"({torch.__config__.parallel_info().splitlines()[2].strip()}): stream threads read "
-                               f"{seen}, expected {self.threads_each}")
+            raise PassThreadsError(f"this torch build shares one intra-op thread count between threads "
+                                   f"({torch.__config__.parallel_info().splitlines()[2].strip()}): pass threads read "
+                                   f"{seen}, expected {self.threads_each}")
 
     def map(self, fn: Callable[[In], Out], items: Iterable[In]) -> list[Out]:
-        """``[fn(item) for item in items]``, computed on the stream threads in inference mode."""
+        """``[fn(item) for item in items]``, computed on the pass threads in inference mode."""
         def run(item: In) -> Out:
             with torch.inference_mode():
                 return fn(item)

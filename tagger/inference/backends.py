@@ -2,7 +2,7 @@
 
 ``make_predictor(tagger, vocab, backend=...)`` is the one way to get a predictor on a backend:
 
-* ``fp32``: the :class:`~tagger.inference.InferenceGraph` in torch, float32 (the reference);
+* ``fp32``: the :class:`~tagger.inference.predictor.InferenceGraph` in torch, float32 (the reference);
 * ``bf16``: a copy of the graph with its weights and activations in bfloat16 (cast once, not per call as
   ``torch.autocast`` would); offered only where the CPU computes bf16 natively (AVX512-BF16 or AMX), since
   emulated bf16 is slower than fp32;
@@ -11,16 +11,15 @@
   a sentence's scores depend slightly on the sentences batched with it); the word features (embeddings,
   character CNN) stay float32, so a word's row in the predictor's word table does not depend on the words
   that were new in the same batch, nor on the order in which passes met them;
-* ``onnx``: the graph exported to ONNX (:func:`tagger.export.export_onnx`, checked against torch) and run by
+* ``onnx``: the graph exported to ONNX (:func:`tagger.inference.export.export_onnx`, checked against torch) and run by
   ONNX Runtime with all graph optimisations;
 * ``onnx-int8``: that ONNX graph with its MatMul weights quantized to int8
   (``onnxruntime.quantization.quantize_dynamic``).
 
-The torch backends run the encoder traced into one TorchScript call (:mod:`tagger.capture`; ``capture=False``:
-eagerly, module by module), and with a softmax head the whole pass from the word table's rows to tags as one
-call. bf16 and int8 run the graph with its convolutions unfolded into matrix products
-(:func:`tagger.models.conv.unfold_convs`), so the character CNN and the convolutional FFN are bf16 GEMMs, and the
-convolutional FFN int8 Linears as well.
+The torch backends run the encoder traced into one TorchScript call (:mod:`tagger.inference.capture`; ``capture=False``:
+eagerly, module by module), and with a softmax head the whole pass from the word table's rows to tags as one call. bf16
+and int8 run the graph with its convolutions unfolded into matrix products (:func:`tagger.models.conv.unfold_convs`), so
+the character CNN and the convolutional FFN are bf16 GEMMs, and the convolutional FFN int8 Linears as well.
 
 The tag head (softmax, or CRF Viterbi + marginals) always runs in torch fp32 on ``h``. ``make bench``
 (:mod:`tagger.bench_backends`) measures each backend's accuracy and speed; the service runs ``TAGGER_BACKEND``,
@@ -39,7 +38,7 @@ if TYPE_CHECKING:  # torch is imported where a backend is built: the service's e
     import torch.nn as nn
 
     from tagger.data.vocab import Vocab
-    from tagger.inference import Predictor
+    from tagger.inference.predictor import Predictor
     from tagger.models.tagger import Tagger
 
 log = logging.getLogger(__name__)
@@ -66,7 +65,7 @@ def _bf16_graph(tagger: Tagger) -> nn.Module:
     as is: its tensors are copied before they are cast)."""
     import torch
 
-    from tagger.inference import InferenceGraph
+    from tagger.inference.predictor import InferenceGraph
     from tagger.models.conv import unfold_convs
 
     return unfold_convs(copy.deepcopy(InferenceGraph(tagger.eval()))).eval().to(torch.bfloat16)
@@ -78,7 +77,7 @@ def _int8_graph(tagger: Tagger) -> nn.Module:
     import torch
     import torch.nn as nn
 
-    from tagger.inference import InferenceGraph
+    from tagger.inference.predictor import InferenceGraph
     from tagger.models.conv import unfold_convs
 
     graph = unfold_convs(InferenceGraph(tagger.eval())).eval()  # shares the embedding tables with the tagger
@@ -118,11 +117,12 @@ def check_backend(backend: str, what: str = "backend") -> None:
 def make_backend(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: int | None = None,
                  capture: bool = True):
     """The backend named ``backend`` for this tagger (:data:`BACKENDS`); BackendError if it cannot run here.
-    ``capture``: a torch backend runs its encoder traced (:func:`tagger.capture.capture_encoder`), else eagerly."""
+    ``capture``: a torch backend runs its encoder traced (:func:`tagger.inference.capture.capture_encoder`), else
+    eagerly."""
     import torch
 
-    from tagger.capture import CapturedEncoder, capture_encoder, capture_rows_to_tags
-    from tagger.inference import InferenceGraph, TorchBackend
+    from tagger.inference.capture import CapturedEncoder, capture_encoder, capture_rows_to_tags
+    from tagger.inference.predictor import InferenceGraph, TorchBackend
 
     check_backend(backend)
     graphs = {"fp32": lambda: InferenceGraph(tagger.eval()), "bf16": lambda: _bf16_graph(tagger),
@@ -135,7 +135,7 @@ def make_backend(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: i
                 rows_to_tags = capture_rows_to_tags(eager, tagger.head, graph.embedder.output_dim, dtype)
         return TorchBackend(graph, backend, rows_to_tags)
     try:
-        from tagger.export import ExportError, OnnxBackend, export_onnx
+        from tagger.inference.export import ExportError, OnnxBackend, export_onnx
     except ImportError as e:  # pragma: no cover - onnx/onnxruntime are dependencies of the serve extra
         raise BackendError(f"backend {backend!r} needs onnx and onnxruntime: {e}") from e
     try:
@@ -153,14 +153,14 @@ def make_backend(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: i
 
 def make_predictor(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: int | None = None,
                    capture: bool = True, streams: int | None = None, **predictor_kw: Any) -> Predictor:
-    """A :class:`Predictor` on ``backend`` (:data:`BACKENDS`). ``threads``: ONNX Runtime intra-op threads
-    (default: torch's), shared out between the streams; ``capture``: trace a torch backend's encoder
-    (:mod:`tagger.capture`); ``streams``: passes run side by side (:mod:`tagger.streams`; default
-    :data:`tagger.limits.STREAMS`, at most torch's intra-op thread count); ``predictor_kw``: batch_size, window,
+    """A :class:`Predictor` on ``backend`` (:data:`BACKENDS`). ``threads``: ONNX Runtime intra-op threads (default:
+    torch's), shared out between the streams; ``capture``: trace a torch backend's encoder
+    (:mod:`tagger.inference.capture`); ``streams``: passes run side by side (:mod:`tagger.inference.pass_threads`;
+    default :data:`tagger.limits.STREAMS`, at most torch's intra-op thread count); ``predictor_kw``: batch_size, window,
     overlap, max_word_chars, max_tokens, cache_size, pass_cost."""
     import torch
 
-    from tagger.inference import Predictor
+    from tagger.inference.predictor import Predictor
     from tagger.limits import STREAMS
 
     total = threads or torch.get_num_threads()

@@ -149,9 +149,9 @@ class RowsToTags(nn.Module):
 
 
 def capture_encoder(graph: nn.Module, dtype: torch.dtype) -> nn.Module:
-    """``graph`` (an :class:`tagger.inference.InferenceGraph` or a copy of it in another precision) with its encoder
-    replaced by a :class:`CapturedEncoder`, in place; left eager, with a warning in the log, where tracing fails or
-    the trace differs from the module. The tagger the graph was made from keeps its own encoder."""
+    """``graph`` (an :class:`tagger.inference.predictor.InferenceGraph` or a copy of it in another precision) with its
+    encoder replaced by a :class:`CapturedEncoder`, in place; left eager, with a warning in the log, where tracing fails
+    or the trace differs from the module. The tagger the graph was made from keeps its own encoder."""
     try:
         graph.encoder = CapturedEncoder(graph.encoder.eval(), graph.embedder.output_dim, dtype)
     except Exception as e:  # noqa: BLE001 - any failure to trace leaves the (correct) eager module in place

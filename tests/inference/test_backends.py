@@ -1,11 +1,11 @@
-"""Inference backends (tagger.backends): each gives the tags fp32 gives, on a test corpus, within a stated tolerance,
-for a tagger trained from scratch and one trained with pretrained vectors."""
+"""Inference backends (tagger.inference.backends): each gives the tags fp32 gives, on a test corpus, within a stated
+tolerance, for a tagger trained from scratch and one trained with pretrained vectors."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from tagger.backends import BACKENDS, BackendError, bf16_native, make_predictor
+from tagger.inference.backends import BACKENDS, BackendError, bf16_native, make_predictor
 from tagger.checkpoint import load_checkpoint
 from tagger.data.readers import read_conllu
 from tests.conftest import train_tiny
@@ -72,10 +72,10 @@ def test_unknown_backend_is_named(tiny_pos_run):
 
 
 def test_bf16_refused_without_native_support(tiny_pos_run, monkeypatch):
-    import tagger.backends
+    import tagger.inference.backends
 
     loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
-    monkeypatch.setattr(tagger.backends, "bf16_native", lambda: False)
+    monkeypatch.setattr(tagger.inference.backends, "bf16_native", lambda: False)
     with pytest.raises(BackendError, match="native bf16"):
         make_predictor(loaded.tagger, loaded.vocab, "bf16")
 

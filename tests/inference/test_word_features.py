@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tagger.backends import make_predictor
+from tagger.inference.backends import make_predictor
 from tagger.checkpoint import load_checkpoint
-from tagger.inference import Predictor
+from tagger.inference.predictor import Predictor
 from tagger.data.encoding import padded
 
 SENTS = [["the", "cat", "sees", "a", "tree"], ["a", "red", "car", "likes", "the", "old", "house", "."], ["dog"],
@@ -71,7 +71,7 @@ def test_other_backends_tag_as_fp32_with_or_without_the_table(tiny_pos_run, back
 @pytest.mark.parametrize("captured", [False, True])
 def test_threads_sharing_a_predictor_get_the_tags_of_their_own_sentences(tiny_pos_run, captured):
     """A table emptied on every batch (capacity 1) while four threads tag: no thread reads another's rows; with the
-    encoder captured as TorchScript (tagger.capture), four threads also run its one module at once."""
+    encoder captured as TorchScript (tagger.inference.capture), four threads also run its one module at once."""
     from concurrent.futures import ThreadPoolExecutor
 
     loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")

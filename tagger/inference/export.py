@@ -1,12 +1,12 @@
 """Export a trained tagger's inference graph to ONNX and run it with ONNX Runtime.
 
-``python -m tagger.export RUN_DIR|best.json|CKPT|NAME:VERSION [--out model.onnx]`` writes the
-:class:`~tagger.inference.InferenceGraph` (embedder + encoder: words, types, type_chars, mask -> h)
+``python -m tagger.inference.export RUN_DIR|best.json|CKPT|NAME:VERSION [--out model.onnx]`` writes the
+:class:`~tagger.inference.predictor.InferenceGraph` (embedder + encoder: words, types, type_chars, mask -> h)
 and checks that ONNX Runtime computes what torch computes on probe batches of other shapes than the
 one it was traced with. The tag head (softmax, or CRF Viterbi + marginals) stays in torch: it is a
 few per-token operations, and the CRF's loop over positions is clearer there than in a graph.
 
-A predictor on ONNX Runtime (or another backend) comes from :func:`tagger.backends.make_predictor`.
+A predictor on ONNX Runtime (or another backend) comes from :func:`tagger.inference.backends.make_predictor`.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import torch
 
 from tagger import runs
 from tagger.data.vocab import Vocab
-from tagger.inference import InferenceGraph, encode_batch
+from tagger.inference.predictor import InferenceGraph, encode_batch
 from tagger.models.tagger import Tagger
 
 log = logging.getLogger(__name__)

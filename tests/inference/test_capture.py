@@ -1,5 +1,5 @@
-"""Encoders captured as TorchScript (tagger.capture): the same outputs as the eager module at lengths and batch sizes
-the trace never saw, and the eager module kept where a trace cannot reproduce it."""
+"""Encoders captured as TorchScript (tagger.inference.capture): the same outputs as the eager module at lengths and
+batch sizes the trace never saw, and the eager module kept where a trace cannot reproduce it."""
 from __future__ import annotations
 
 import logging
@@ -9,14 +9,15 @@ import pytest
 import torch
 import torch.nn as nn
 
-from tagger.backends import bf16_native, make_predictor
-from tagger.capture import CapturedEncoder, capture_encoder, difference, capture_rows_to_tags, example, rows_example
+from tagger.inference.backends import bf16_native, make_predictor
+from tagger.inference.capture import (CapturedEncoder, capture_encoder, capture_rows_to_tags, difference, example,
+                                      rows_example)
 from tagger.checkpoint import load_checkpoint
 from tagger.models.attention import GEMM_MAX_LEN
 from tagger.models.heads import CRFHead, SoftmaxHead
 from tagger.models.self_attention import SelfAttentionEncoder
 from tests.models.test_encoders import D, encoders
-from tests.test_word_features import SENTS
+from tests.inference.test_word_features import SENTS
 
 # (batch, length) neither traced nor checked at capture: on both sides of the attention kernel's length switch
 UNSEEN = ((1, 2), (4, 17), (3, 60), (2, GEMM_MAX_LEN + 1), (3, 150))
@@ -77,7 +78,7 @@ class PaddingBranch(nn.Module):
 def test_an_encoder_the_trace_cannot_reproduce_stays_eager(caplog):
     encoder = PaddingBranch()
     graph = SimpleNamespace(encoder=encoder, embedder=SimpleNamespace(output_dim=D))
-    with caplog.at_level(logging.WARNING, logger="tagger.capture"):
+    with caplog.at_level(logging.WARNING, logger="tagger.inference.capture"):
         capture_encoder(graph, torch.float32)
     assert graph.encoder is encoder
     assert "PaddingBranch runs eagerly" in caplog.text and "differs from the module" in caplog.text

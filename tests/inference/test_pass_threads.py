@@ -1,5 +1,5 @@
-"""Passes side by side (tagger.streams): each stream thread runs torch with its own intra-op thread count, and a
-predictor with streams tags as one without."""
+"""Passes side by side (tagger.inference.pass_threads): each pass thread runs torch with its own intra-op thread count,
+and a predictor with streams tags as one without."""
 from __future__ import annotations
 
 import os
@@ -11,10 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-import tagger.streams
-from tagger.backends import make_predictor
+import tagger.inference.pass_threads
+from tagger.inference.backends import make_predictor
 from tagger.checkpoint import load_checkpoint
-from tagger.streams import Streams, StreamsError
+from tagger.inference.pass_threads import PassThreads, PassThreadsError
 
 SENTS = [["the", "cat", "sees", "a", "tree"], ["a", "red", "car", "likes", "the", "old", "house", "."], ["dog"],
          ["an", "unseen-word", "", "x" * 60], ["the", "big", "dog", "sees", "the", "small", "cat"], [],
@@ -29,20 +29,21 @@ def two_threads():
     torch.set_num_threads(keep)
 
 
-def test_stream_threads_have_their_own_intra_op_count_and_the_rest_keep_theirs(two_threads):
-    streams = Streams(2)
-    assert streams.threads_each == 1
-    assert streams.map(lambda _: torch.get_num_threads(), range(6)) == [1] * 6
+def test_pass_threads_have_their_own_intra_op_count_and_the_rest_keep_theirs(two_threads):
+    threads = PassThreads(2)
+    assert threads.threads_each == 1
+    assert threads.map(lambda _: torch.get_num_threads(), range(6)) == [1] * 6
     assert torch.get_num_threads() == 2
-    with ThreadPoolExecutor(1) as later:  # a thread started afterwards takes the process's count, not the streams'
+    with ThreadPoolExecutor(1) as later:  # a thread started afterwards takes the process's count, not the pass threads'
         assert later.submit(torch.get_num_threads).result() == 2
 
 
-def test_map_keeps_the_order_and_runs_in_inference_mode_on_the_stream_threads(two_threads):
-    out = Streams(2).map(lambda i: (i, torch.is_inference_mode_enabled(), threading.current_thread().name), range(9))
+def test_map_keeps_the_order_and_runs_in_inference_mode_on_the_pass_threads(two_threads):
+    out = PassThreads(2).map(lambda i: (i, torch.is_inference_mode_enabled(), threading.current_thread().name),
+                             range(9))
     assert [i for i, _, _ in out] == list(range(9))
     assert all(mode for _, mode, _ in out)
-    assert {name.split("_")[0] for _, _, name in out} == {"tagger-stream"}
+    assert {name.split("_")[0] for _, _, name in out} == {"tagger-pass"}
 
 
 @pytest.fixture
@@ -52,16 +53,16 @@ def one_shared_count(two_threads, monkeypatch):
     shared = [2]
 
     def fake() -> None:
-        monkeypatch.setattr(tagger.streams.torch, "set_num_threads", lambda n: shared.__setitem__(0, n))
-        monkeypatch.setattr(tagger.streams.torch, "get_num_threads", lambda: shared[0])
+        monkeypatch.setattr(tagger.inference.pass_threads.torch, "set_num_threads", lambda n: shared.__setitem__(0, n))
+        monkeypatch.setattr(tagger.inference.pass_threads.torch, "get_num_threads", lambda: shared[0])
 
     return fake
 
 
 def test_a_torch_build_with_one_shared_thread_count_is_refused(one_shared_count):
     one_shared_count()
-    with pytest.raises(StreamsError, match=r"stream threads read \[2, 2\], expected 1"):
-        Streams(2)
+    with pytest.raises(PassThreadsError, match=r"pass threads read \[2, 2\], expected 1"):
+        PassThreads(2)
 
 
 def test_a_predictor_on_such_a_build_runs_its_passes_one_after_another(tiny_pos_run, one_shared_count, caplog):
@@ -113,17 +114,17 @@ def test_streams_default_to_at_most_one_per_intra_op_thread(tiny_pos_run):
         torch.set_num_threads(keep)
 
 
-def test_a_forked_child_starts_its_own_stream_threads(two_threads):
-    """Threads do not survive a fork: a child that maps on its parent's streams gets threads of its own, not a wait
+def test_a_forked_child_starts_its_own_pass_threads(two_threads):
+    """Threads do not survive a fork: a child that maps on its parent's pass threads gets threads of its own, not a wait
     on threads it does not have."""
-    streams = Streams(2)
-    streams.map(abs, [-1, -2])
+    threads = PassThreads(2)
+    threads.map(abs, [-1, -2])
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: answer within the parent's timeout, whatever happens
         code = 1
         try:
-            os.write(write, repr(streams.map(lambda _: torch.get_num_threads(), range(4))).encode())
+            os.write(write, repr(threads.map(lambda _: torch.get_num_threads(), range(4))).encode())
             code = 0
         finally:
             os._exit(code)

@@ -18,10 +18,10 @@ from tagger.data.encoding import clip_word, collate, document_runs, encode_sente
 from tagger.data.vocab import PAD_ID, Vocab
 from tagger.limits import BATCH_SIZE, MAX_TOKENS, PASS_COST
 from tagger.models.tagger import Tagger
-from tagger.passes import plan_passes
+from tagger.inference.passes import plan_passes
 from tagger.schemes import close_entities
-from tagger.streams import Streams, StreamsError
-from tagger.word_features import WordFeatures
+from tagger.inference.pass_threads import PassThreads, PassThreadsError
+from tagger.inference.word_features import WordFeatures
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +52,12 @@ def _predictions(tags: Iterable[str], scores: Iterable[float]) -> list[TokenPred
     return list(map(tuple.__new__, itertools.repeat(TokenPrediction), zip(tags, scores)))
 
 
-def _streams(count: int) -> Streams | None:
+def _streams(count: int) -> PassThreads | None:
     """``count`` streams, or None (passes one after another, with a warning) where this torch build cannot give each
     thread its own intra-op thread count."""
     try:
-        return Streams(count)
-    except StreamsError as e:
+        return PassThreads(count)
+    except PassThreadsError as e:
         log.warning("passes run one after another: %s", e)
         return None
 
@@ -97,8 +97,8 @@ class InferenceGraph(nn.Module):
     (B,T,L) character grid is real characters; the CNN was half of the prediction time).
 
     forward(words (B,T), types (B,T), type_chars (U,L), mask (B,T)) -> h (B,T,H), the encoder output the
-    tag head decodes. What the Predictor runs, and what ``python -m tagger.export`` writes to ONNX.
-    ``tests/test_export.py`` checks it equals ``Tagger.encode`` on the padded batch.
+    tag head decodes. What the Predictor runs, and what ``python -m tagger.inference.export`` writes to ONNX.
+    ``tests/inference/test_export.py`` checks it equals ``Tagger.encode`` on the padded batch.
 
     ``char_buckets`` (widths, ascending): the distinct words are grouped by length and each group's characters
     cut to the group's width, so one long token (a URL) does not widen every word's character grid to
@@ -123,7 +123,8 @@ class InferenceGraph(nn.Module):
 
     def features(self, type_words: torch.Tensor, type_chars: torch.Tensor) -> torch.Tensor:
         """The embedder output of each distinct word: type_words (U,), type_chars (U,L) -> (U,F), the rows that
-        ``forward`` gathers per token (what :class:`tagger.word_features.WordFeatures` keeps between calls)."""
+        ``forward`` gathers per token (what :class:`tagger.inference.word_features.WordFeatures` keeps between
+        calls)."""
         feats = [self.embedder.lookup(type_words)] if self.embedder.word is not None else []  # (U,word_dim)
         per_type = self._spelling(type_chars)  # (U,char_filters+case_dim) or None
         return torch.cat(feats + ([per_type] if per_type is not None else []), dim=-1)  # (U,F)
@@ -155,14 +156,14 @@ class InferenceGraph(nn.Module):
 
 
 # a backend maps encode_batch's tensors to the encoder output h (B,T,H): the InferenceGraph itself in
-# torch fp32, or another way to compute it (tagger.backends)
+# torch fp32, or another way to compute it (tagger.inference.backends)
 Backend = Callable[[dict[str, torch.Tensor]], torch.Tensor]
 
 
 class TorchBackend:
-    """encode_batch's tensors -> h (B,T,H) float32, by a torch module with InferenceGraph's methods (the graph
-    itself, or a copy in another precision: tagger.backends). ``rows_to_tags``: (word table (N,F), row ids (B,T))
-    -> (tag ids (B,T), probabilities (B,T)) in one call (:class:`tagger.capture.RowsToTags`), or None."""
+    """encode_batch's tensors -> h (B,T,H) float32, by a torch module with InferenceGraph's methods (the graph itself,
+    or a copy in another precision: tagger.inference.backends). ``rows_to_tags``: (word table (N,F), row ids (B,T)) ->
+    (tag ids (B,T), probabilities (B,T)) in one call (:class:`tagger.inference.capture.RowsToTags`), or None."""
 
     def __init__(self, graph: nn.Module, name: str, rows_to_tags: Callable | None = None):
         self.graph, self.name, self.rows_to_tags = graph.eval(), name, rows_to_tags
@@ -171,7 +172,8 @@ class TorchBackend:
         return self.graph(batch["words"], batch["types"], batch["type_chars"], batch["mask"]).float()
 
     def features(self, type_words: torch.Tensor, type_chars: torch.Tensor) -> torch.Tensor:
-        """(U,), (U,L) -> (U,F) in the graph's dtype: the rows a :class:`tagger.word_features.WordFeatures` keeps."""
+        """(U,), (U,L) -> (U,F) in the graph's dtype: the rows a :class:`tagger.inference.word_features.WordFeatures`
+        keeps."""
         return self.graph.features(type_words, type_chars)
 
     def encode(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -187,10 +189,10 @@ class Predictor:
     most ``batch_size`` windows and ``max_tokens`` padded positions (None: no token limit); within those limits a
     call is cut into passes where the padding saved is worth more than ``pass_cost`` positions. ``cache_size``:
     words remembered between calls (0: none): on a torch backend each word's encoder input
-    (:class:`tagger.word_features.WordFeatures`), on another its id and characters. ``streams`` > 1: a call with
-    several passes runs that many at once, each on a thread of its own with its share of torch's intra-op threads
-    (:mod:`tagger.streams`); the passes are the same batches, so the tags are the same (a score may differ in its
-    last bits where a kernel sums in another order on one thread).
+    (:class:`tagger.inference.word_features.WordFeatures`), on another its id and characters. ``streams`` > 1: a call
+    with several passes runs that many at once, each on a thread of its own with its share of torch's intra-op threads
+    (:mod:`tagger.inference.pass_threads`); the passes are the same batches, so the tags are the same (a score may
+    differ in its last bits where a kernel sums in another order on one thread).
     """
 
     def __init__(self, tagger: Tagger, vocab: Vocab, batch_size: int = BATCH_SIZE, window: int | None = None,
@@ -202,7 +204,7 @@ class Predictor:
                              f"{max_tokens}, {pass_cost}")
         self.tagger, self.vocab = tagger.eval(), vocab
         self.batch_size, self.max_word_chars, self.max_tokens = batch_size, max_word_chars, max_tokens
-        self.pass_cost = pass_cost  # what one more pass costs, in padded positions (tagger.passes)
+        self.pass_cost = pass_cost  # what one more pass costs, in padded positions (tagger.inference.passes)
         self.graph = InferenceGraph(self.tagger).eval()
         self.backend: Backend = backend or TorchBackend(self.graph, "fp32")
         self.backend_name: str = getattr(self.backend, "name", type(self.backend).__name__)
@@ -210,7 +212,7 @@ class Predictor:
         # the word table remembers what a word costs, so its lookups need no cache of their own
         self.lookup = type_lookup(vocab, max_word_chars, None if split else cache_size)
         self.words = WordFeatures(self.backend, self.lookup, cache_size) if split else None
-        # the word table's rows to tags in one call, where the backend has it (tagger.capture.RowsToTags)
+        # the word table's rows to tags in one call, where the backend has it (tagger.inference.capture.RowsToTags)
         self.rows_to_tags = getattr(self.backend, "rows_to_tags", None) if self.words is not None else None
         limit = tagger.max_len
         self.window = min(window or limit or 512, limit or 10**9)
@@ -318,8 +320,9 @@ class Predictor:
     def _batches(self, lengths: list[int]) -> list[list[int]]:
         """Indices of the pieces, shortest first, cut into forward passes of at most ``batch_size`` pieces and
         ``max_tokens`` padded positions (pieces x longest piece), where the padding saved is worth more than another
-        pass costs (:func:`tagger.passes.plan_passes`): a batch of short sentences is not padded to the length of
-        one long one, and a batch of long windows stays small. A piece longer than ``max_tokens`` is a pass of its own."""
+        pass costs (:func:`tagger.inference.passes.plan_passes`): a batch of short sentences is not padded to the length
+        of one long one, and a batch of long windows stays small. A piece longer than ``max_tokens`` is a pass of its
+        own."""
         return plan_passes(lengths, self.batch_size, self.max_tokens, self.pass_cost)
 
     def tags(self, sentences: list[list[str]], docs: Sequence[Hashable] | None = None) -> list[list[str]]:
