@@ -116,10 +116,10 @@ PORT ?= 3000
 .PHONY: package
 
 package: setup
-	$(PY) -m tagger.package $(if $(RUN),$(RUN),--best --task $(SERVE_TASK)) --name $(SERVE_NAME)
+	$(PY) -m tagger.artifacts.package $(if $(RUN),$(RUN),--best --task $(SERVE_TASK)) --name $(SERVE_NAME)
 
 serve: setup
-	$(PY) -m tagger.package --best --task $(SERVE_TASK) --name $(SERVE_NAME) --if-missing
+	$(PY) -m tagger.artifacts.package --best --task $(SERVE_TASK) --name $(SERVE_NAME) --if-missing
 	TAGGER_MODEL=$(SERVE_NAME):latest $(VENV)/bin/bentoml serve serve.service:TaggingService --host 127.0.0.1 --port $(PORT)
 
 # -- speed and reliability. `make bench [RUN=run_dir]`: the inference backends and the spaCy peers on EWT

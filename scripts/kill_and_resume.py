@@ -6,7 +6,7 @@
 2. the same command into DIR/killed, SIGKILLed ``--kill-at`` of an epoch (timed on run 1) after its first
    ``last.ckpt`` appears, i.e. in the middle of the second epoch;
 3. every ``*.ckpt`` left behind must load (``torch.load(weights_only=True)`` via
-   ``tagger.checkpoint.read_checkpoint``): AtomicCheckpointIO never leaves a half-written one;
+   ``tagger.artifacts.checkpoint.read_checkpoint``): AtomicCheckpointIO never leaves a half-written one;
 4. resume: the same command with ``ckpt_path=DIR/killed/checkpoints/last.ckpt``;
 5. the resumed run must finish with the same epoch and step counts as run 1, and dev/test main metrics
    within ``--tolerance`` points (dropout draws after the resume differ, so "within noise", not equal).
@@ -64,7 +64,7 @@ def kill_mid_epoch(cmd: list[str], run_dir: Path, log: Path, epoch_seconds: floa
 
 def checkpoint_audit(ckpt_dir: Path) -> dict:
     """Every *.ckpt loads with weights_only=True and is a tagger checkpoint; temp files are listed."""
-    from tagger.checkpoint import CheckpointError, read_checkpoint
+    from tagger.artifacts.checkpoint import CheckpointError, read_checkpoint
 
     out = {"loadable": {}, "unloadable": {}, "temp_files": sorted(p.name for p in ckpt_dir.glob(".*.tmp"))}
     for p in sorted(ckpt_dir.glob("*.ckpt")):

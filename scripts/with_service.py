@@ -6,7 +6,7 @@ The run is packaged into a private BentoML store (a temporary BENTOML_HOME) and 
 ``bentoml serve serve.service:TaggingService``; COMMAND runs through ``bash -c`` with ``TAGGER_URL``
 (e.g. http://127.0.0.1:41234) and ``TAGGER_PID`` (the server's process group leader) set.
 Exits with COMMAND's status. Without ``--run``: a self-attention comparison run, else the best
-run ``tagger.package --best`` would pick. ``make fuzz`` and ``make soak`` use it.
+run ``tagger.artifacts.package --best`` would pick. ``make fuzz`` and ``make soak`` use it.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from tagger.loadgen import running_service, server_errors  # noqa: E402
 
 
 def default_run() -> Path:
-    from tagger.runs import comparison_runs, find_best, is_trained
+    from tagger.artifacts.runs import comparison_runs, find_best, is_trained
 
     multirun = REPO / "multirun"
     for runs in (comparison_runs("pos", multirun, "self_attention"), comparison_runs("pos", multirun),

@@ -63,7 +63,7 @@ def check_store_entry(reference: BentoModel) -> None:
     """Refuse to start on a corrupted store entry. Runs at import, i.e. in ``bentoml serve`` and
     ``bentoml build`` before any worker starts: a worker failing in ``__init__`` would be restarted
     forever while the entry service waits. A model absent from the local store is left to BentoML."""
-    from tagger.package_format import check_parts
+    from tagger.artifacts.package_format import check_parts
 
     stored = reference.stored
     if stored is not None:
@@ -125,7 +125,7 @@ class TaggingService:
 
         from tagger.inference.backends import make_predictor
         from tagger.limits import BATCH_SIZE, MAX_TOKENS
-        from tagger.package import load_packaged
+        from tagger.artifacts.packaged import load_packaged
 
         if threads := int(os.environ.get("TAGGER_TORCH_THREADS", "0")):
             torch.set_num_threads(threads)

@@ -196,9 +196,9 @@ class LoadError(RuntimeError):
 
 def load_model(source: str | os.PathLike) -> tuple[Tagger, Vocab, str]:
     """(model, vocabulary, name) of a run dir, best.json, .ckpt file or BentoML model-store tag
-    (resolved by :mod:`tagger.runs`, as every other command does)."""
-    from tagger import runs
-    from tagger.checkpoint import CheckpointError
+    (resolved by :mod:`tagger.artifacts.runs`, as every other command does)."""
+    from tagger.artifacts import runs
+    from tagger.artifacts.checkpoint import CheckpointError
 
     try:
         resolved = runs.resolve(source)

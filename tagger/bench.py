@@ -134,7 +134,7 @@ def machine_state() -> dict[str, Any]:
 # -- models and data ---------------------------------------------------------------------------
 def trained_run(family: str, extra_roots: list[Path]) -> Path | None:
     """A finished run dir of this family: the comparison runs first, then the bench's own training."""
-    from tagger.runs import comparison_runs, is_trained
+    from tagger.artifacts.runs import comparison_runs, is_trained
 
     candidates = comparison_runs("pos", WORK / "multirun", family) + [r / f"train_{family}" for r in extra_roots]
 
@@ -144,7 +144,7 @@ def trained_run(family: str, extra_roots: list[Path]) -> Path | None:
 def load_family(family: str, data_dir: Path, extra_roots: list[Path]):
     """-> (tagger, vocab, where it came from). Without a trained run: the family's default config with
     fresh weights and the EWT training vocabulary (speed does not depend on the weights' values)."""
-    from tagger import runs
+    from tagger.artifacts import runs
 
     run = trained_run(family, extra_roots)
     if run is not None:
@@ -314,7 +314,7 @@ def bench_training(args, work: Path) -> list[dict[str, Any]]:
 
 def comparison_training_speeds() -> list[dict[str, Any]]:
     """train_tokens_per_s of the finished comparison runs (1 thread each, two sweeps sharing the CPU)."""
-    from tagger.runs import comparison_runs
+    from tagger.artifacts.runs import comparison_runs
 
     out = []
     for m in [run / "metrics.json" for task in ("pos", "ner") for run in comparison_runs(task, WORK / "multirun")]:

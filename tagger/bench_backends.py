@@ -137,7 +137,7 @@ def bench_http(run_dir: Path, args) -> dict[str, Any]:
 
 def bench(args) -> dict[str, Any]:
     from tagger.inference.backends import BACKENDS, DEFAULT_BACKEND, BackendError, make_predictor
-    from tagger.runs import load, resolve
+    from tagger.artifacts.runs import load, resolve
 
     torch.set_num_threads(args.threads)
     source = resolve(args.run)
@@ -345,7 +345,7 @@ def render(res: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tagger.bench_backends", description=__doc__.split("\n\n")[0])
     parser.add_argument("run", nargs="?", help="the POS model: run dir, best.json, .ckpt or store tag (default: the "
-                        "best POS run here, as `tagger.package --best` picks it)")
+                        "best POS run here, as `tagger.artifacts.package --best` picks it)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=5)
@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="300 sentences per split: checks the bench runs")
     args = parser.parse_args(argv)
     if args.run is None:
-        from tagger.runs import find_best
+        from tagger.artifacts.runs import find_best
 
         args.run = find_best("pos")
         if args.run is None:

@@ -111,9 +111,9 @@ def evaluate_file(argv: list[str]) -> int:
     import argparse
     import sys
 
-    from tagger import runs
+    from tagger.artifacts import runs
     from tagger.api import LoadError, load_model
-    from tagger.checkpoint import CheckpointError
+    from tagger.artifacts.checkpoint import CheckpointError
     from tagger.data.readers import CorpusFormatError
     from tagger.fileio import write_json
 
@@ -177,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
-    from tagger import runs
-    from tagger.checkpoint import CheckpointError
+    from tagger.artifacts import runs
+    from tagger.artifacts.checkpoint import CheckpointError
     from tagger.fileio import write_json
 
     argv = sys.argv[1:] if argv is None else argv

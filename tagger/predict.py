@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from tagger.api import LoadError, load
-    from tagger.checkpoint import CheckpointError
+    from tagger.artifacts.checkpoint import CheckpointError
     try:
         pipeline = load(args.model, threads=args.threads, batch_size=args.batch_size)
     except (LoadError, CheckpointError) as e:

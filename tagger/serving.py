@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     tag = args.model
     if Path(args.model).expanduser().exists():
-        from tagger.checkpoint import CheckpointError
-        from tagger.package import package
+        from tagger.artifacts.checkpoint import CheckpointError
+        from tagger.artifacts.package import package
 
         try:
             tag = str(package(args.model, args.name).tag)

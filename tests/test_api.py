@@ -13,7 +13,7 @@ import torch
 
 import tagger
 from tagger.api import LoadError
-from tagger.checkpoint import load_checkpoint
+from tagger.artifacts.checkpoint import load_checkpoint
 from tagger.inference.predictor import Predictor
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,7 +80,7 @@ def test_entity_tagger_returns_spans_and_keeps_hyphenated_words(tiny_ner_run):
 
 
 def test_run_dir_best_json_checkpoint_and_store_tag_are_one_model(tmp_path, tiny_pos_run, store):
-    from tagger.package import package
+    from tagger.artifacts.package import package
 
     best = tmp_path / "best.json"
     best.write_text(json.dumps({"run_dir": str(tiny_pos_run), "task": "pos"}))

@@ -28,9 +28,20 @@ def test_the_predictor_imports_neither_lightning_nor_hydra(tmp_path):
     assert _imported_training_modules("tagger.inference.predictor", tmp_path) == []
 
 
-@pytest.mark.parametrize("modules", ["tagger.package", "serve.service"])
+@pytest.mark.parametrize("modules", ["tagger.artifacts.packaged", "tagger.artifacts.package", "serve.service"])
 def test_loading_a_packaged_model_and_the_service_import_neither(modules, tmp_path):
     assert _imported_training_modules(modules, tmp_path) == []
+
+
+def test_resolving_and_loading_a_model_never_import_the_packaging(tmp_path):
+    """What a command-line argument names and reading a packaged model back: neither needs the module that writes
+    packages into the store."""
+    code = ("import sys, tagger.artifacts.runs, tagger.artifacts.packaged, tagger.api; "
+            "print('tagger.artifacts.package' in sys.modules)")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "BENTOML_HOME": str(tmp_path / "bentoml")}
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().splitlines()[-1] == "False"
 
 
 def test_the_service_entry_process_does_not_import_torch(tmp_path):
@@ -50,7 +61,7 @@ def test_serving_a_model_imports_neither(tiny_pos_run, tmp_path):
     from tests.serve.conftest import package_into
 
     tag = package_into(tmp_path / "bentoml", tiny_pos_run, "tagger")
-    code = ("import sys, bentoml, serve.service as s; from tagger.package import load_packaged; "
+    code = ("import sys, bentoml, serve.service as s; from tagger.artifacts.packaged import load_packaged; "
             "from tagger.inference.backends import make_predictor; "
             f"p = load_packaged(bentoml.models.get({tag!r})); "
             "make_predictor(p.tagger, p.vocab, s.BACKEND).predict([['the', 'cat']]); "

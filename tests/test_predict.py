@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from tagger.checkpoint import load_checkpoint
+from tagger.artifacts.checkpoint import load_checkpoint
 from tagger.data.readers import read_conll_columns
 from tagger.inference.predictor import Predictor
 from tagger.predict import InputError, main, read_sentences

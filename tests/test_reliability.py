@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tagger.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
+from tagger.artifacts.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
 from tests.conftest import write_conllu
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,7 +119,7 @@ def _torch_load_calls(root: Path):
 
 def test_every_torch_load_in_the_code_is_weights_only():
     calls = [c for d in ("tagger", "serve", "scripts") if (REPO / d).is_dir() for c in _torch_load_calls(REPO / d)]
-    assert calls, "expected at least tagger.checkpoint.read_checkpoint"
+    assert calls, "expected at least tagger.artifacts.checkpoint.read_checkpoint"
     for path, node in calls:
         assert node.func.value.id == "torch", f"{path}:{node.lineno}: pickle.load"
         flags = {k.arg: k.value for k in node.keywords}
@@ -157,7 +157,8 @@ _DAMAGE_STORE_ENTRY = textwrap.dedent("""
     import json, sys
     from pathlib import Path
     import bentoml
-    from tagger.package import PackageError, load_packaged
+    from tagger.artifacts.package_format import PackageError
+    from tagger.artifacts.packaged import load_packaged
 
     def attempt():
         try:
@@ -181,9 +182,9 @@ _DAMAGE_STORE_ENTRY = textwrap.dedent("""
 
 def test_corrupted_model_store_entry_is_a_clear_error(tiny_pos_run, tmp_path):
     """Package a run into a private BentoML store, damage one part of the entry at a time, load it the
-    way the service does (tagger.package.load_packaged): an error naming the model, never a model."""
+    way the service does (tagger.artifacts.packaged.load_packaged): an error naming the model, never a model."""
     env = {**ENV, "BENTOML_HOME": str(tmp_path / "bentoml"), "BENTOML_DO_NOT_TRACK": "True"}
-    r = subprocess.run([sys.executable, "-m", "tagger.package", str(tiny_pos_run), "--name", "tagger-test"],
+    r = subprocess.run([sys.executable, "-m", "tagger.artifacts.package", str(tiny_pos_run), "--name", "tagger-test"],
                        cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     r = subprocess.run([sys.executable, "-c", _DAMAGE_STORE_ENTRY], cwd=REPO, capture_output=True, text=True,

@@ -90,7 +90,7 @@ def test_learned_positions_shorter_than_dev_sentences_validate_in_windows(tmp_pa
                                                      ("self_attention", "adversarial", "epsilon", 0.02)])
 def test_auxiliary_objective_trains_and_the_checkpoint_keeps_it(tmp_path, tiny_data, model, aux, key, value):
     """aux=... through Hydra: saved in the checkpoint config, rebuilt on load, absent from predictions."""
-    from tagger.checkpoint import load_checkpoint
+    from tagger.artifacts.checkpoint import load_checkpoint
     from tagger.inference.predictor import Predictor
 
     out = train_tiny(tmp_path, tiny_data, ["data=conll2003", f"model={model}", "head=crf", f"aux={aux}",

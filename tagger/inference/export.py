@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from tagger import runs
+from tagger.artifacts import runs
 from tagger.data.vocab import Vocab
 from tagger.inference.predictor import InferenceGraph, encode_batch
 from tagger.models.tagger import Tagger
@@ -187,7 +187,7 @@ def _default_out(arg: str, source: runs.Source) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tagger.checkpoint import CheckpointError
+    from tagger.artifacts.checkpoint import CheckpointError
     from tagger.fileio import atomic_open
 
     parser = argparse.ArgumentParser(prog="tagger export", description=__doc__.split("\n\n")[0])

@@ -18,7 +18,7 @@ CACHE_VERSION = 2
 # (tests/test_report.py checks it holds every project module the predictor and the scoring use)
 PREDICTION_CODE = ("inference/predictor.py", "inference/word_features.py", "inference/pass_threads.py",
                    "inference/passes.py", "inference/scoring.py", "limits.py", "schemes.py", "metrics.py",
-                   "checkpoint.py", "data/vocab.py", "data/encoding.py", "models")
+                   "artifacts/checkpoint.py", "data/vocab.py", "data/encoding.py", "models")
 
 
 @functools.cache
@@ -34,8 +34,8 @@ def prediction_code_hash() -> str:
 
 
 def checkpoint_of(run: Run) -> Path | None:
-    """The run's best checkpoint (:func:`tagger.runs.best_checkpoint`)."""
-    from tagger.runs import best_checkpoint
+    """The run's best checkpoint (:func:`tagger.artifacts.runs.best_checkpoint`)."""
+    from tagger.artifacts.runs import best_checkpoint
 
     return best_checkpoint(run.path, run.metrics)
 
@@ -69,7 +69,7 @@ def evaluate_run(run: Run, cache_dir: Path, threads: int, batch_size: int, data_
     """
     import torch
 
-    from tagger.checkpoint import load_checkpoint
+    from tagger.artifacts.checkpoint import load_checkpoint
     from tagger.inference.scoring import load_corpus, score_split
 
     ckpt = checkpoint_of(run)

@@ -55,7 +55,7 @@ def section_ablation(c: Context) -> None:
 
 
 def section_attention(c: Context) -> None:
-    from tagger.checkpoint import load_checkpoint
+    from tagger.artifacts.checkpoint import load_checkpoint
     from tagger.inference.predictor import Predictor
     from tagger.inference.scoring import load_corpus
     from tagger.report.plots import attention_heads

@@ -26,7 +26,7 @@ def zero_shot_map(source_labels: list[str], target_labels: list[str], label_map:
 def zero_shot(run: Run, data_dir: str | None) -> dict[str, Any]:
     """The source of ``run`` scored on ``run``'s corpus, dev and test: ``{"dev": metrics, "test": metrics,
     "label_map": ...}``."""
-    from tagger import runs
+    from tagger.artifacts import runs
     from tagger.inference.scoring import evaluate_split, load_corpus
 
     init = run.metrics["init_from"]

@@ -17,7 +17,7 @@ from tagger.inference.predictor import Predictor
 from tagger.metrics import MAIN_METRIC, task_metrics
 from tagger.models.tagger import Tagger
 
-from tagger.checkpoint import CHECKPOINT_KEY
+from tagger.artifacts.checkpoint import CHECKPOINT_KEY
 
 
 def warmup_decay(step: int, warmup: int, total: int, decay: str) -> float:

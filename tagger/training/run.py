@@ -22,13 +22,13 @@ import torch  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from tagger.checkpoint import load_checkpoint  # noqa: E402
+from tagger.artifacts.checkpoint import load_checkpoint  # noqa: E402
+from tagger.artifacts.provenance import git_commit  # noqa: E402
 from tagger.data.vectors import load_vectors  # noqa: E402
 from tagger.fileio import write_json  # noqa: E402
 from tagger.inference.scoring import evaluate_split  # noqa: E402
 from tagger.metrics import MAIN_METRIC  # noqa: E402
 from tagger.models.tagger import build_tagger  # noqa: E402
-from tagger.package import git_commit  # noqa: E402
 from tagger.training.lightning_module import TaggerModule  # noqa: E402
 from tagger.training.transfer import check_compatible, copy_parameters, lineage  # noqa: E402
 
@@ -83,7 +83,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     config = model_config(cfg)
     source, start = None, None
     if cfg.get("init_from"):  # a trained model to start from (tagger/training/transfer.py)
-        from tagger import runs
+        from tagger.artifacts import runs
 
         source = runs.resolve(str(cfg.init_from))
         start = runs.load(source)

@@ -125,7 +125,7 @@ def copy_parameters(target: Tagger, target_vocab: Vocab, source: Tagger, source_
 
 def lineage(arg: str, source: Any, loaded: Any, report: TransferReport, label_map: Mapping[str, str]) -> dict[str, Any]:
     """What a run records of its source in ``metrics.json`` (and so in its package): where it came from, what it
-    scored, its config and commit, and what was copied. ``source``: a :class:`tagger.runs.Source`."""
+    scored, its config and commit, and what was copied. ``source``: a :class:`tagger.artifacts.runs.Source`."""
     metrics = source.metrics or {}
     main = metrics.get("main_metric")
     score = {key: (metrics.get(key) or {}).get(main) for key in ("dev", "test")} if main else {}

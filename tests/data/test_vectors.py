@@ -85,7 +85,7 @@ def test_embedder_dimension_mismatch_names_the_config_key(tmp_path, tiny_data):
 
 @pytest.mark.parametrize("finetune", ["train_words", "all", "none", "concat"])
 def test_a_word_only_the_vectors_know_reaches_the_model_through_its_vector(tmp_path, tiny_data, finetune):
-    from tagger.checkpoint import load_checkpoint
+    from tagger.artifacts.checkpoint import load_checkpoint
     from tagger.inference.predictor import Predictor
     from tagger.predict import main
 
@@ -150,7 +150,7 @@ def write_syntax_corpus(root: Path) -> Path:
 
 @pytest.mark.parametrize("with_vectors", [False, True])
 def test_corpus_tokens_that_look_like_config_syntax_stay_data(tmp_path, with_vectors):
-    from tagger.checkpoint import load_checkpoint
+    from tagger.artifacts.checkpoint import load_checkpoint
     from tagger.inference.predictor import Predictor
 
     data = write_syntax_corpus(tmp_path / "data")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tagger.inference.backends import BACKENDS, BackendError, bf16_native, make_predictor
-from tagger.checkpoint import load_checkpoint
+from tagger.artifacts.checkpoint import load_checkpoint
 from tagger.data.readers import read_conllu
 from tests.conftest import train_tiny
 from tests.data.test_vectors import DIM, write_vectors

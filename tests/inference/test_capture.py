@@ -12,7 +12,7 @@ import torch.nn as nn
 from tagger.inference.backends import bf16_native, make_predictor
 from tagger.inference.capture import (CapturedEncoder, capture_encoder, capture_rows_to_tags, difference, example,
                                       rows_example)
-from tagger.checkpoint import load_checkpoint
+from tagger.artifacts.checkpoint import load_checkpoint
 from tagger.models.attention import GEMM_MAX_LEN
 from tagger.models.heads import CRFHead, SoftmaxHead
 from tagger.models.self_attention import SelfAttentionEncoder

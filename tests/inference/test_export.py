@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from tagger.checkpoint import load_checkpoint
+from tagger.artifacts.checkpoint import load_checkpoint
 from tagger.data.encoding import collate, encode_sentence
 from tagger.data.vocab import Vocab
 from tagger.inference.predictor import InferenceGraph, Predictor, encode_batch

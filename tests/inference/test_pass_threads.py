@@ -13,7 +13,7 @@ import torch
 
 import tagger.inference.pass_threads
 from tagger.inference.backends import make_predictor
-from tagger.checkpoint import load_checkpoint
+from tagger.artifacts.checkpoint import load_checkpoint
 from tagger.inference.pass_threads import PassThreads, PassThreadsError
 
 SENTS = [["the", "cat", "sees", "a", "tree"], ["a", "red", "car", "likes", "the", "old", "house", "."], ["dog"],

@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from tagger.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
+from tagger.artifacts.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
 from tagger.data.encoding import collate, encode_sentence
 from tagger.inference.predictor import Predictor, encode_batch, windows
 from tagger.inference.passes import plan_passes

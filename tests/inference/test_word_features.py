@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from tagger.inference.backends import make_predictor
-from tagger.checkpoint import load_checkpoint
+from tagger.artifacts.checkpoint import load_checkpoint
 from tagger.inference.predictor import Predictor
 from tagger.data.encoding import padded
 

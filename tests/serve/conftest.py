@@ -102,7 +102,7 @@ def package_into(home: Path, run_dir: Path, name: str) -> str:
     from bentoml._internal.configuration.containers import BentoMLContainer
     from bentoml._internal.models import ModelStore
 
-    from tagger.package import package
+    from tagger.artifacts.package import package
 
     (home / "models").mkdir(parents=True, exist_ok=True)
     BentoMLContainer.model_store.set(ModelStore(str(home / "models")))

@@ -85,7 +85,7 @@ def test_bad_start_is_a_clear_error(start):
 
 
 def test_callbacks_swa_trains_through_hydra_and_the_best_checkpoint_loads(tmp_path, tiny_data):
-    from tagger.checkpoint import load_checkpoint
+    from tagger.artifacts.checkpoint import load_checkpoint
 
     out = train_tiny(tmp_path, tiny_data, ["model=self_attention", "model.d_model=32", "model.heads=2",
                                            "model.ffn_dim=32", "trainer.max_epochs=4", "callbacks=swa",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tagger.checkpoint import load_checkpoint
+from tagger.artifacts.checkpoint import load_checkpoint
 from tagger.data.vocab import Vocab
 from tagger.models.tagger import build_tagger
 from tagger.schemes import map_label
@@ -148,7 +148,7 @@ def test_a_pos_model_starts_an_ner_model(tiny_ner_from_pos_run, tiny_pos_run):
 
 
 def test_finetuning_from_a_model_store_tag(tmp_path, store, org_data, tiny_ner_run):
-    from tagger.package import package
+    from tagger.artifacts.package import package
 
     tag = str(package(tiny_ner_run, "tagger-src").tag)
     run = train_tiny(tmp_path, org_data, [*ORG_CORPUS, *SMALL, "init_from=tagger-src:latest", "trainer.max_epochs=1"])

@@ -1,7 +1,7 @@
-"""Package a trained run into the BentoML model store, and load it back for serving.
+"""Package a trained run into the BentoML model store (reading it back: :mod:`tagger.artifacts.packaged`).
 
-``python -m tagger.package RUN_DIR|best.json|CKPT [--name tagger]``
-``python -m tagger.package --best [--task pos] [--if-missing]``  (what ``make serve`` runs)
+``python -m tagger.artifacts.package RUN_DIR|best.json|CKPT [--name tagger]``
+``python -m tagger.artifacts.package --best [--task pos] [--if-missing]``  (what ``make serve`` runs)
 
 A packaged model is a folder of plain data, no pickled code:
 
@@ -24,57 +24,30 @@ import argparse
 import hashlib
 import json
 import logging
-import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from tagger.checkpoint import CheckpointError, LoadedModel, load_checkpoint, model_from_parts
+from tagger.artifacts.checkpoint import CheckpointError, LoadedModel, load_checkpoint
+from tagger.artifacts.package_format import (  # noqa: F401 (the folder's names, re-exported)
+    FORMAT, MODEL_CONFIG, RUN_INFO, VOCAB, WEIGHTS, PackageError, check_parts, sha256,
+)
+from tagger.artifacts.packaged import load_packaged
+from tagger.artifacts.provenance import data_hashes, git_commit
+from tagger.artifacts.runs import Source, find_best, resolve
 from tagger.data.vocab import Vocab
 from tagger.fileio import write_json
 from tagger.inference.predictor import Predictor
 from tagger.models.tagger import Tagger
-from tagger.package_format import (  # noqa: F401 (the folder's names, re-exported)
-    FORMAT, MODEL_CONFIG, RUN_INFO, VOCAB, WEIGHTS, PackageError, check_parts, sha256,
-)
-from tagger.runs import REPO, Source, find_best, resolve
 
 log = logging.getLogger(__name__)
 
 DEFAULT_NAME = "tagger"
 
 
-# -- provenance --------------------------------------------------------------------------------
-def data_hashes(metrics: dict[str, Any]) -> dict[str, dict[str, str | None]]:
-    """{split: {"path", "sha256"}} of the corpus files the run trained and evaluated on (None: gone)."""
-    corpus = ((metrics.get("config") or {}).get("data") or {}).get("corpus") or {}
-    base = Path(str(corpus.get("data_dir", "."))).expanduser()
-    out = {}
-    for split, name in (corpus.get("files") or {}).items():
-        p = Path(str(name)).expanduser()
-        p = p if p.is_absolute() else base / p
-        if not p.is_absolute() and not p.exists():  # data_dir is relative to where training ran: the repo
-            p = REPO / p
-        out[str(split)] = {"path": str(p.resolve()), "sha256": sha256(p) if p.is_file() else "missing"}
-    return out
-
-
-def git_commit(repo: Path = REPO) -> dict[str, Any]:
-    def git(*args: str) -> str | None:
-        try:
-            r = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return r.stdout.strip() if r.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit, "dirty": bool(dirty) if commit else None}
-
-
+# -- metadata ----------------------------------------------------------------------------------
 def _scalars(metrics: dict[str, Any] | None) -> dict[str, Any]:
     """Top-level numbers of a dev/test metrics dict (per-tag tables stay in run.json)."""
     return {k: v for k, v in (metrics or {}).items() if isinstance(v, (int, float, str))}
@@ -117,7 +90,7 @@ def metadata_for(loaded: LoadedModel, source: Source, weights_sha: str) -> dict[
     })
 
 
-# -- writing and reading the folder ------------------------------------------------------------
+# -- writing the folder ------------------------------------------------------------------------
 def weights_bytes(tagger: Tagger) -> bytes:
     """The tagger's state dict as safetensors bytes (tensors only: nothing to unpickle)."""
     from safetensors.torch import save
@@ -132,39 +105,6 @@ def write_parts(folder: Path, loaded: LoadedModel, weights: bytes, metrics: dict
     loaded.vocab.save(folder / VOCAB)
     write_json(folder / MODEL_CONFIG, loaded.config)
     write_json(folder / RUN_INFO, metrics)
-
-
-@dataclass
-class Packaged:
-    tagger: Tagger
-    vocab: Vocab
-    config: dict[str, Any]
-    metadata: dict[str, Any]
-    tag: str
-
-
-def load_parts(folder: str | Path, metadata: dict[str, Any], tag: str) -> Packaged:
-    """Rebuild the tagger from a packaged folder, checking every part against the metadata."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    folder = Path(folder)
-    check_parts(folder, metadata, tag)
-    try:
-        vocab = Vocab.load(folder / VOCAB)
-        config = json.loads((folder / MODEL_CONFIG).read_text())
-        state = load_file(str(folder / WEIGHTS))
-    except (ValueError, TypeError, KeyError, SafetensorError) as e:
-        raise PackageError(f"{tag}: cannot read the packaged model in {folder}: {type(e).__name__}: {e}") from e
-    if metadata.get("labels") is not None and list(metadata["labels"]) != vocab.labels:
-        raise PackageError(f"{tag}: {VOCAB} labels {vocab.labels} differ from the metadata's {metadata['labels']}")
-    tagger = model_from_parts(config, vocab, state, f"{tag} ({folder})")
-    return Packaged(tagger, vocab, config, metadata, tag)
-
-
-def load_packaged(model) -> Packaged:
-    """Load a ``bentoml.Model`` (from ``bentoml.models.get`` or a service's ``BentoModel``)."""
-    return load_parts(model.path, dict(model.info.metadata), str(model.tag))
 
 
 def _probe(vocab: Vocab) -> list[list[str]]:

@@ -9,8 +9,9 @@ import bentoml
 import pytest
 import torch
 
-from tagger import package as pkg
-from tagger.checkpoint import load_checkpoint
+from tagger.artifacts import package as pkg
+from tagger.artifacts.checkpoint import load_checkpoint
+from tagger.artifacts.packaged import load_packaged, load_parts
 from tagger.inference.predictor import Predictor
 
 torch.set_num_threads(1)
@@ -54,7 +55,7 @@ def test_metadata_records_provenance(store, tiny_pos_run, tiny_data):
 
 def test_loaded_package_predicts_like_the_checkpoint(store, tiny_ner_run):
     pkg.package(tiny_ner_run, "tagger-ner")
-    packaged = pkg.load_packaged(bentoml.models.get("tagger-ner:latest"))
+    packaged = load_packaged(bentoml.models.get("tagger-ner:latest"))
     loaded = load_checkpoint(tiny_ner_run / "checkpoints" / "best.ckpt")
     sentences = [["John", "finds", "in", "New", "York", "."], ["Mary", "Smith", "eats"], ["unseen", "words", "here"]]
     a, b = Predictor(packaged.tagger, packaged.vocab).predict(sentences), Predictor(loaded.tagger, loaded.vocab).predict(sentences)
@@ -127,7 +128,7 @@ def test_corrupted_store_entry_is_a_clear_error(store, tiny_pos_run, damage):
         meta["format"] = 99
         match = "format 99"
     with pytest.raises(pkg.PackageError, match=match):
-        pkg.load_parts(folder, meta, str(model.tag))
+        load_parts(folder, meta, str(model.tag))
 
 
 def test_cli_if_missing_and_error_exit(store, tiny_pos_run, capsys):

@@ -1,4 +1,4 @@
-"""tagger.runs: every kind of argument a command takes (run dir, best.json, .ckpt, model store tag),
+"""tagger.artifacts.runs: every kind of argument a command takes (run dir, best.json, .ckpt, model store tag),
 a clear error for anything else, and the choice of the best run."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
-from tagger import runs
-from tagger.checkpoint import load_checkpoint
-from tagger.runs import RunError, best_checkpoint, find_best, is_trained, resolve
+from tagger.artifacts import runs
+from tagger.artifacts.checkpoint import load_checkpoint
+from tagger.artifacts.runs import RunError, best_checkpoint, find_best, is_trained, resolve
 
 
 def test_sources_run_dir_best_json_and_checkpoint(tmp_path, tiny_pos_run):
@@ -67,7 +67,7 @@ def test_a_moved_run_dir_finds_its_checkpoint_and_broken_arguments_are_named(tmp
 
 
 def test_a_store_tag_resolves_and_loads_the_packaged_model(store, tiny_pos_run):
-    from tagger.package import package
+    from tagger.artifacts.package import package
 
     tag = str(package(tiny_pos_run, "tagger-runs").tag)
     for arg in (tag, "tagger-runs:latest"):

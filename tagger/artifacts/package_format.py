@@ -1,6 +1,6 @@
 """The folder of a packaged model and its integrity check, importable without torch: ``bentoml serve``'s entry
 process checks the store entry with it before any worker starts (:mod:`serve.service`), and stays small.
-Packaging and loading are :mod:`tagger.package`."""
+Packaging and loading are :mod:`tagger.artifacts.package`."""
 from __future__ import annotations
 
 import hashlib

@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tagger.checkpoint import CheckpointError, LoadedModel, load_checkpoint
+from tagger.artifacts.checkpoint import CheckpointError, LoadedModel, load_checkpoint
+from tagger.artifacts.package_format import RUN_INFO
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # the checkout's root, two folders above this file
 # where `make compare` writes a task's runs (the Makefile's CC_SWEEP): multirun/COMPARE_DIRS[task]/MODEL-glove_seedN
 COMPARE_DIRS = {"pos": "cross_corpus/ud_ewt", "ner": "cross_corpus/conll2003"}
 KINDS = "a run dir, a best.json, a .ckpt file or a model store tag NAME:VERSION"
@@ -103,7 +104,7 @@ def _from_store(tag: str) -> Source:
         model = bentoml.models.get(tag)
     except bentoml.exceptions.NotFound as e:
         raise RunError(f"{tag}: not a path, and no such model in the BentoML store ({e})") from e
-    run_info = Path(model.path) / "run.json"  # tagger.package.RUN_INFO: the run's metrics.json
+    run_info = Path(model.path) / RUN_INFO  # the run's metrics.json
     return Source(None, None, _read_json(run_info) if run_info.is_file() else {}, str(model.tag))
 
 
@@ -135,11 +136,9 @@ def load(arg: str | Path | Source) -> LoadedModel:
         return load_checkpoint(source.checkpoint)
     import bentoml
 
-    from tagger.package import load_packaged
+    from tagger.artifacts.packaged import load_packaged
 
-    model = bentoml.models.get(source.store_tag)
-    packaged = load_packaged(model)
-    return LoadedModel(packaged.tagger, packaged.vocab, packaged.config, Path(model.path))
+    return load_packaged(bentoml.models.get(source.store_tag))
 
 
 # -- the best run of a task --------------------------------------------------------------------

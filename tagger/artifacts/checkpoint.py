@@ -1,4 +1,4 @@
-"""Reading and writing checkpoints safely.
+"""Reading and writing checkpoints safely, and :class:`LoadedModel`, the one record of a loaded tagger.
 
 Every checkpoint holds the weights plus ``checkpoint["tagger"] = {"config", "vocab"}`` as plain
 data, so it loads with ``torch.load(weights_only=True)`` and the model is rebuilt from the saved
@@ -22,11 +22,17 @@ CHECKPOINT_KEY = "tagger"
 
 @dataclass
 class LoadedModel:
+    """A trained tagger ready to predict, read from a checkpoint (:func:`load_checkpoint`) or from a packaged model
+    in the BentoML store (:func:`tagger.artifacts.packaged.load_packaged`): the net, the vocabulary and the model
+    config saved with it, and where it was read from."""
+
     tagger: Tagger
     vocab: Vocab
     config: dict[str, Any]
-    path: Path
-    epoch: int | None = None  # epoch the checkpoint was saved at
+    path: Path  # the checkpoint file, or the packaged model's folder in the store
+    epoch: int | None = None  # epoch the checkpoint was saved at (None for a packaged model)
+    tag: str | None = None  # a packaged model's store tag (NAME:VERSION)
+    metadata: dict[str, Any] | None = None  # a packaged model's metadata (task, labels, metrics, provenance)
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
