@@ -96,10 +96,10 @@ cross-corpus: setup
 report-cross-corpus: setup report-pos report-ner
 	for d in btc wikigold; do \
 	  $(PY) -m tagger.report multirun/cross_corpus/$$d --out reports/cross_corpus/$$d --title "$$d: the window_fc, BiLSTM and self-attention runs of make cross-corpus" $(ARGS) || exit 1; done
-	$(PY) -m tagger.results multirun/cross_corpus/btc/*-default_seed* multirun/cross_corpus/wikigold/*-default_seed* --variant "$(CC_SCRATCH)"
-	$(PY) -m tagger.results $(foreach m,window_fc bilstm self_attention self_attention_ner,multirun/cross_corpus/*/$(m)-glove_seed*) --variant "$(CC_GLOVE)"
-	$(PY) -m tagger.results multirun/cross_corpus/*/*_best-glove_seed* --variant "$(CC_TUNED)"
-	$(PY) -m tagger.results --compare reports/cross_corpus/README.md --title "Across corpora: from scratch and with GloVe 6B 50d vectors (make cross-corpus)" \
+	$(PY) -m tagger.report.results multirun/cross_corpus/btc/*-default_seed* multirun/cross_corpus/wikigold/*-default_seed* --variant "$(CC_SCRATCH)"
+	$(PY) -m tagger.report.results $(foreach m,window_fc bilstm self_attention self_attention_ner,multirun/cross_corpus/*/$(m)-glove_seed*) --variant "$(CC_GLOVE)"
+	$(PY) -m tagger.report.results multirun/cross_corpus/*/*_best-glove_seed* --variant "$(CC_TUNED)"
+	$(PY) -m tagger.report.results --compare reports/cross_corpus/README.md --title "Across corpora: from scratch and with GloVe 6B 50d vectors (make cross-corpus)" \
 	  --column "from scratch=$(CC_SCRATCH)|rare-word dropout alpha 1.0 (embedder.rare_word_dropout=1.0)|rare-word dropout alpha 1.0 (embedder.rare_word_dropout=1.0), the run set of reports/ner" \
 	  --column "GloVe 6B 50d=$(CC_GLOVE)" --column "tuned self-attention + GloVe=$(CC_TUNED)"
 CC_SCRATCH := from scratch, defaults (experiment=compare_ner)
@@ -116,10 +116,10 @@ PORT ?= 3000
 .PHONY: package
 
 package: setup
-	$(PY) -m tagger.artifacts.package $(if $(RUN),$(RUN),--best --task $(SERVE_TASK)) --name $(SERVE_NAME)
+	$(PY) -m tagger.commands.package $(if $(RUN),$(RUN),--best --task $(SERVE_TASK)) --name $(SERVE_NAME)
 
 serve: setup
-	$(PY) -m tagger.artifacts.package --best --task $(SERVE_TASK) --name $(SERVE_NAME) --if-missing
+	$(PY) -m tagger.commands.package --best --task $(SERVE_TASK) --name $(SERVE_NAME) --if-missing
 	TAGGER_MODEL=$(SERVE_NAME):latest $(VENV)/bin/bentoml serve serve.service:TaggingService --host 127.0.0.1 --port $(PORT)
 
 # -- speed and reliability. `make bench [RUN=run_dir]`: the inference backends and the spaCy peers on EWT

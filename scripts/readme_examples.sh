@@ -13,9 +13,9 @@ export BENTOML_DO_NOT_TRACK=True
 pids=()
 trap 'for p in "${pids[@]}"; do kill -- -"$p" 2>/dev/null || true; done' EXIT
 
-$PY -m tagger.artifacts.package "${POS_SRC:-reports/pos/best.json}" --name tagger >&2
-$PY -m tagger.artifacts.package "${NER_SRC:-reports/ner/best.json}" --name tagger-ner >&2
-[ -n "$SA_RUN" ] && $PY -m tagger.artifacts.package "$SA_RUN" --name tagger-sa >&2
+$PY -m tagger.commands.package "${POS_SRC:-reports/pos/best.json}" --name tagger >&2
+$PY -m tagger.commands.package "${NER_SRC:-reports/ner/best.json}" --name tagger-ner >&2
+[ -n "$SA_RUN" ] && $PY -m tagger.commands.package "$SA_RUN" --name tagger-sa >&2
 serve() {  # name port
   TAGGER_MODEL="$1:latest" setsid "$BENTOML" serve serve.service:TaggingService --host 127.0.0.1 --port "$2" >"$BENTOML_HOME/$1.log" 2>&1 &
   pids+=($!)

@@ -441,7 +441,7 @@ def render(results: dict[str, Any]) -> str:
                   f"the first {next((r['sentences'] for r in rows if r['batch_size'] == 1), '–')} sentences), "
                   f"{rows[0]['threads']} thread{'s' if rows[0]['threads'] > 1 else ''}, "
                   "median of the timed passes (backends taking turns) after two warm-up passes each. Backends: `torch` = the InferenceGraph in eager "
-                  "PyTorch; `onnx` = the same graph exported by `python -m tagger.inference.export`, run by ONNX Runtime. "
+                  "PyTorch; `onnx` = the same graph exported by `tagger export`, run by ONNX Runtime. "
                   "FLOPs/token: `torch.utils.flop_counter.FlopCounterMode` over the same pass as the timing (same "
                   "sentences and batch size, length-sorted batches: the padding computed is included, so it grows with "
                   "the batch); attention counted on its reference path, LSTM added analytically (FlopCounterMode has no "

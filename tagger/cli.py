@@ -13,13 +13,14 @@ import sys
 # name -> (module whose main runs, one line for --help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("tagger.train", "train a tagger; Hydra overrides, e.g. data=conll2003 model=bilstm head=crf"),
-    "evaluate": ("tagger.evaluate", "score a model on a labelled file (--input), or a run on its own corpus"),
-    "predict": ("tagger.predict", "tag a file (tokens, raw text, conll, conllu, jsonl) -> jsonl, conll or conllu"),
-    "package": ("tagger.artifacts.package", "put a run into the BentoML model store (serve extra)"),
-    "serve": ("tagger.serving", "serve a packaged model or a run over HTTP (serve extra)"),
+    "evaluate": ("tagger.commands.evaluate", "score a model on a labelled file (--input), or a run on its own corpus"),
+    "predict": ("tagger.commands.predict",
+                "tag a file (tokens, raw text, conll, conllu, jsonl) -> jsonl, conll or conllu"),
+    "package": ("tagger.commands.package", "put a run into the BentoML model store (serve extra)"),
+    "serve": ("tagger.commands.serve", "serve a packaged model or a run over HTTP (serve extra)"),
     "report": ("tagger.report.build", "comparison report of trained runs (tables, plots, best.json)"),
     "bench": ("tagger.bench", "speed benchmark of training, inference and the service"),
-    "export": ("tagger.inference.export", "export a model's encoder to ONNX (onnx extra)"),
+    "export": ("tagger.commands.export", "export a model's encoder to ONNX (onnx extra)"),
 }
 
 

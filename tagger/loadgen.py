@@ -307,7 +307,7 @@ def running_service(run_dir: Path, work: Path, threads: int, log_path: Path,
                TAGGER_TORCH_THREADS=str(threads), BENTOML_DO_NOT_TRACK="True")
     if access_log:
         env["TAGGER_ACCESS_LOG"] = "1"
-    r = subprocess.run([sys.executable, "-m", "tagger.artifacts.package", str(run_dir), "--name", "tagger-bench"],
+    r = subprocess.run([sys.executable, "-m", "tagger.commands.package", str(run_dir), "--name", "tagger-bench"],
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         raise RuntimeError(f"packaging {run_dir} failed:\n{r.stderr[-3000:]}")

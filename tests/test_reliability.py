@@ -184,7 +184,7 @@ def test_corrupted_model_store_entry_is_a_clear_error(tiny_pos_run, tmp_path):
     """Package a run into a private BentoML store, damage one part of the entry at a time, load it the
     way the service does (tagger.artifacts.packaged.load_packaged): an error naming the model, never a model."""
     env = {**ENV, "BENTOML_HOME": str(tmp_path / "bentoml"), "BENTOML_DO_NOT_TRACK": "True"}
-    r = subprocess.run([sys.executable, "-m", "tagger.artifacts.package", str(tiny_pos_run), "--name", "tagger-test"],
+    r = subprocess.run([sys.executable, "-m", "tagger.commands.package", str(tiny_pos_run), "--name", "tagger-test"],
                        cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     r = subprocess.run([sys.executable, "-c", _DAMAGE_STORE_ENTRY], cwd=REPO, capture_output=True, text=True,

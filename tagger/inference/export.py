@@ -1,6 +1,6 @@
 """Export a trained tagger's inference graph to ONNX and run it with ONNX Runtime.
 
-``python -m tagger.inference.export RUN_DIR|best.json|CKPT|NAME:VERSION [--out model.onnx]`` writes the
+:func:`export_onnx` (``tagger export``: :mod:`tagger.commands.export`) exports the
 :class:`~tagger.inference.predictor.InferenceGraph` (embedder + encoder: words, types, type_chars, mask -> h)
 and checks that ONNX Runtime computes what torch computes on probe batches of other shapes than the
 one it was traced with. The tag head (softmax, or CRF Viterbi + marginals) stays in torch: it is a
@@ -10,10 +10,8 @@ A predictor on ONNX Runtime (or another backend) comes from :func:`tagger.infere
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
-import json
 import logging
 import os
 import sys
@@ -24,7 +22,6 @@ from typing import Any
 
 import torch
 
-from tagger.artifacts import runs
 from tagger.data.vocab import Vocab
 from tagger.inference.predictor import InferenceGraph, encode_batch
 from tagger.models.tagger import Tagger
@@ -175,42 +172,3 @@ def export_onnx(tagger: Tagger, vocab: Vocab) -> tuple[bytes, dict[str, Any]]:
         return data, {"exporter": exporter, "opset": OPSET, "max_abs_diff": diff, "bytes": len(data)}
     raise ExportError(f"{type(tagger.encoder).__name__}: no exporter produced a graph that agrees with torch: "
                       + "; ".join(errors))
-
-
-def _default_out(arg: str, source: runs.Source) -> Path | None:
-    """RUN_DIR/model.onnx for a run dir or best.json, CKPT.onnx for a checkpoint, None for a store tag."""
-    if source.checkpoint is None:
-        return None
-    if Path(arg).suffix == ".ckpt" or source.run_dir is None:
-        return source.checkpoint.with_suffix(".onnx")
-    return source.run_dir / "model.onnx"
-
-
-def main(argv: list[str] | None = None) -> int:
-    from tagger.artifacts.checkpoint import CheckpointError
-    from tagger.fileio import atomic_open
-
-    parser = argparse.ArgumentParser(prog="tagger export", description=__doc__.split("\n\n")[0])
-    parser.add_argument("source", help=f"what to export: {runs.KINDS}")
-    parser.add_argument("--out", type=Path, help="ONNX file to write (default: RUN_DIR/model.onnx or CKPT.onnx; "
-                        "required for a store tag)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        source = runs.resolve(args.source)
-        out = args.out or _default_out(args.source, source)
-        if out is None:
-            parser.error(f"{args.source} is a model store tag: give --out")
-        loaded = runs.load(source)
-        data, info = export_onnx(loaded.tagger, loaded.vocab)
-    except (CheckpointError, ExportError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    with atomic_open(out) as f:
-        f.write(data)
-    print(json.dumps({"onnx": str(out), "checkpoint": str(source.checkpoint or source.store_tag), **info}))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

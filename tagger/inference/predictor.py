@@ -97,7 +97,7 @@ class InferenceGraph(nn.Module):
     (B,T,L) character grid is real characters; the CNN was half of the prediction time).
 
     forward(words (B,T), types (B,T), type_chars (U,L), mask (B,T)) -> h (B,T,H), the encoder output the
-    tag head decodes. What the Predictor runs, and what ``python -m tagger.inference.export`` writes to ONNX.
+    tag head decodes. What the Predictor runs, and what ``tagger export`` writes to ONNX.
     ``tests/inference/test_export.py`` checks it equals ``Tagger.encode`` on the padded batch.
 
     ``char_buckets`` (widths, ascending): the distinct words are grouped by length and each group's characters

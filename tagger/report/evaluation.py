@@ -15,7 +15,7 @@ from tagger.report.sweeps import ReportError, Run
 
 CACHE_VERSION = 2
 # the code a cached evaluation depends on: its predictions and its tokens/s are measured again when any of it changes
-# (tests/test_report.py checks it holds every project module the predictor and the scoring use)
+# (tests/report/test_report.py checks it holds every project module the predictor and the scoring use)
 PREDICTION_CODE = ("inference/predictor.py", "inference/word_features.py", "inference/pass_threads.py",
                    "inference/passes.py", "inference/scoring.py", "limits.py", "schemes.py", "metrics.py",
                    "artifacts/checkpoint.py", "data/vocab.py", "data/encoding.py", "models")

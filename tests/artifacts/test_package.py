@@ -129,14 +129,3 @@ def test_corrupted_store_entry_is_a_clear_error(store, tiny_pos_run, damage):
         match = "format 99"
     with pytest.raises(pkg.PackageError, match=match):
         load_parts(folder, meta, str(model.tag))
-
-
-def test_cli_if_missing_and_error_exit(store, tiny_pos_run, capsys):
-    assert pkg.main([str(tiny_pos_run), "--name", "tagger-cli"]) == 0
-    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert out["task"] == "pos" and out["tag"].startswith("tagger-cli:")
-    assert pkg.main([str(tiny_pos_run), "--name", "tagger-cli", "--if-missing"]) == 0
-    assert "already in the store" in capsys.readouterr().out
-    assert versions("tagger-cli") == [out["tag"]]
-    assert pkg.main([str(tiny_pos_run / "nope"), "--name", "tagger-cli"]) == 1
-    assert "not found" in capsys.readouterr().err

@@ -87,7 +87,7 @@ def test_embedder_dimension_mismatch_names_the_config_key(tmp_path, tiny_data):
 def test_a_word_only_the_vectors_know_reaches_the_model_through_its_vector(tmp_path, tiny_data, finetune):
     from tagger.artifacts.checkpoint import load_checkpoint
     from tagger.inference.predictor import Predictor
-    from tagger.predict import main
+    from tagger.commands.predict import main
 
     vec_path = write_vectors(tmp_path / "v.txt")
     vectors = read_text(vec_path)

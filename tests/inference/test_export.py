@@ -111,7 +111,7 @@ def test_onnx_backend_predicts_like_torch(tmp_path, name, head, task):
 
 def test_export_cli_on_a_trained_run_and_reload(tiny_pos_run, tmp_path):
     out = tmp_path / "model.onnx"
-    r = subprocess.run([sys.executable, "-m", "tagger.inference.export", str(tiny_pos_run), "--out", str(out)],
+    r = subprocess.run([sys.executable, "-m", "tagger.commands.export", str(tiny_pos_run), "--out", str(out)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout.strip().splitlines()[-1])
@@ -123,7 +123,7 @@ def test_export_cli_on_a_trained_run_and_reload(tiny_pos_run, tmp_path):
 
 
 def test_export_takes_a_best_json_and_writes_beside_its_run(tiny_pos_run, tmp_path, capsys):
-    from tagger.inference.export import main
+    from tagger.commands.export import main
 
     run = tmp_path / "run"
     shutil.copytree(tiny_pos_run, run)
@@ -147,6 +147,6 @@ def test_truncated_or_foreign_onnx_file_is_a_clear_error(tiny_pos_run, tmp_path)
     garbage.write_bytes(b"not a model")
     with pytest.raises(ExportError, match="garbage.onnx"):
         OnnxBackend(garbage)
-    r = subprocess.run([sys.executable, "-m", "tagger.inference.export", str(tmp_path / "missing")],
+    r = subprocess.run([sys.executable, "-m", "tagger.commands.export", str(tmp_path / "missing")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "not found" in r.stderr

@@ -210,7 +210,7 @@ def test_document_context_model_tags_each_document_as_one_stream(tmp_path, tiny_
 def test_evaluate_cli_scores_a_run_again_and_writes_it_back(tmp_path, tiny_data):
     import shutil
 
-    from tagger.evaluate import main
+    from tagger.commands.evaluate import main
 
     from tests.conftest import train_tiny
 

@@ -21,11 +21,11 @@ LONG_TEXT = " ".join(["the happy dog likes this red house ."] * 375)  # 3,000 to
 
 
 def offline(run_dir, texts, tmp_path) -> list[dict]:
-    """`python -m tagger.predict --tokenize` on the same checkpoint, as a user would run it."""
+    """`tagger predict --tokenize` on the same checkpoint, as a user would run it."""
     inp = tmp_path / "texts.txt"
     inp.write_text("".join(t.replace("\n", " ") + "\n" for t in texts), encoding="utf-8")
-    out = subprocess.run([sys.executable, "-m", "tagger.predict", str(run_dir), "--tokenize", "--input", str(inp)],
-                         cwd=REPO, capture_output=True, text=True, timeout=300, check=True)
+    out = subprocess.run([sys.executable, "-m", "tagger.commands.predict", str(run_dir), "--tokenize",
+                          "--input", str(inp)], cwd=REPO, capture_output=True, text=True, timeout=300, check=True)
     return [json.loads(line) for line in out.stdout.splitlines()]
 
 

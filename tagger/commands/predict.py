@@ -1,8 +1,8 @@
 """Offline prediction with a trained tagger.
 
 ``tagger predict MODEL [--input FILE|-] [--format tokens|conll|conllu|jsonl] [--tokenize]
-[--output FILE|-] [--output-format jsonl|conll|conllu]`` (also ``python -m tagger.predict``). MODEL is a run
-dir, a ``best.json``, a ``.ckpt`` file or a BentoML model-store tag, loaded by :func:`tagger.load`.
+[--output FILE|-] [--output-format jsonl|conll|conllu]``. MODEL is a run dir, a ``best.json``, a ``.ckpt``
+file or a BentoML model-store tag, loaded by :func:`tagger.load`.
 
 Input (``--format``, default ``tokens``):
 

@@ -398,4 +398,5 @@ def test_the_evaluation_cache_key_covers_the_code_predictions_come_from():
     assert "inference/word_features.py" in files and "schemes.py" in files
     uncovered = [f for f in files if not any(f == c or f.startswith(c + "/") for c in PREDICTION_CODE)]
     assert uncovered == []
+    assert [c for c in PREDICTION_CODE if not (root / c).exists()] == []  # every entry names a file or folder
 

@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({key: round(m[main_metric], 2) for key, m in fresh.items()} | {"metric": main_metric, "run_dir": args.run}))
     if args.write:
         previous = {key: (metrics.get(key) or {}).get(main_metric) for key in fresh}
-        metrics |= fresh | {"reevaluated": {"command": " ".join(["python -m tagger.evaluate", *(argv or sys.argv[1:])]),
+        metrics |= fresh | {"reevaluated": {"command": " ".join(["tagger evaluate", *(argv or sys.argv[1:])]),
                                             "previous": previous}}
         write_json(source.run_dir / "metrics.json", metrics)
     return 0

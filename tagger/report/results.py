@@ -1,6 +1,6 @@
 """Append finished runs to ``reports/results.jsonl`` and regenerate ``reports/results.md``.
 
-``python -m tagger.results RUN_OR_SWEEP_DIR... [--variant NAME] [--out reports]``
+``python -m tagger.report.results RUN_OR_SWEEP_DIR... [--variant NAME] [--out reports]``
 
 One JSON line per run: task, data, model, variant, seed, dev, test (the task's main metric in
 percent), params, train_seconds, epochs, command. A run already in the file (same run_dir) is

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from tagger.results import main
+from tagger.report.results import main
 
 
 def _run(d, model, seed, dev, test):
@@ -31,7 +31,7 @@ def test_results_lines_replace_not_duplicate_and_markdown_aggregates(tmp_path):
 def test_a_failure_while_writing_leaves_both_files_as_they_were(tmp_path, monkeypatch):
     """results.jsonl and results.md change together or not at all: an error while rendering the new
     table (after the new lines are known) must not leave a results.jsonl that results.md does not show."""
-    import tagger.results
+    import tagger.report.results
 
     _run(tmp_path / "sweep" / "a", "bilstm", 1, 90.0, 89.0)
     out = tmp_path / "reports"
@@ -42,7 +42,7 @@ def test_a_failure_while_writing_leaves_both_files_as_they_were(tmp_path, monkey
     def broken(lines):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(tagger.results, "render_markdown", broken)
+    monkeypatch.setattr(tagger.report.results, "render_markdown", broken)
     try:
         main([str(tmp_path / "sweep2"), "--out", str(out)])
     except RuntimeError:
@@ -51,7 +51,7 @@ def test_a_failure_while_writing_leaves_both_files_as_they_were(tmp_path, monkey
 
 
 def test_comparison_table_pools_variants_and_means_dev_over_corpora():
-    from tagger.results import render_comparison
+    from tagger.report.results import render_comparison
 
     def line(data, model, variant, seed, dev, test):
         return {"task": "ner", "data": data, "model": model, "variant": variant, "seed": seed, "dev": dev, "test": test}

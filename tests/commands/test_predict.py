@@ -1,4 +1,4 @@
-"""Offline prediction (python -m tagger.predict): input formats, output lines, equality with the Predictor."""
+"""Offline prediction (tagger predict): input formats, output lines, equality with the Predictor."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ import torch
 from tagger.artifacts.checkpoint import load_checkpoint
 from tagger.data.readers import read_conll_columns
 from tagger.inference.predictor import Predictor
-from tagger.predict import InputError, main, read_sentences
+from tagger.commands.predict import InputError, main, read_sentences
 from tagger.tokenize import tokenize
 
 torch.set_num_threads(1)
@@ -102,7 +102,7 @@ def test_missing_model_is_a_clear_error(tmp_path, capsys):
 
 
 def test_chunks_cut_between_documents_and_at_size_without_them():
-    from tagger.predict import _chunks
+    from tagger.commands.predict import _chunks
 
     plain = [{"tokens": ["a"]} for _ in range(10)]
     assert [len(c) for c in _chunks(plain, 4)] == [4, 4, 2]  # no documents: cut at the size

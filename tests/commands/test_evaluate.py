@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from tagger.evaluate import main as evaluate_main
-from tagger.predict import main as predict_main
+from tagger.commands.evaluate import main as evaluate_main
+from tagger.commands.predict import main as predict_main
 
 
 def scores(tmp_path, argv: list[str]) -> dict:

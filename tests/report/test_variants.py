@@ -36,7 +36,7 @@ def test_full_grid_multirun_through_the_cli(tmp_path, tiny_data):
            "model.heads=2", "+trainer.fast_dev_run=true", "threads=1", f"hydra.sweep.dir={tmp_path}",
            "hydra.sweep.subdir=${hydra.job.num}"]
     env = {**os.environ, "HYDRA_FULL_ERROR": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200, cwd=Path(__file__).parents[1])
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200, cwd=Path(__file__).parents[2])
     assert proc.returncode == 0, proc.stderr[-3000:]
     done = sorted(tmp_path.glob("*/metrics.json"))
     assert len(done) == 96
