@@ -135,10 +135,10 @@ $(BENCH_STAMP): $(STAMP)
 	touch $@
 
 bench: setup data $(BENCH_STAMP)
-	$(PY) -m tagger.bench_backends $(RUN) $(BENCH_ARGS)
+	$(PY) -m bench.backends $(RUN) $(BENCH_ARGS)
 
 bench-families: setup data
-	$(PY) -m tagger.bench $(BENCH_ARGS)
+	$(PY) -m bench.families $(BENCH_ARGS)
 
 fuzz: setup
 	RUN=$(RUN) PY=$(PY) scripts/fuzz_service.sh
@@ -148,4 +148,4 @@ kill-resume: setup data
 
 soak: setup data
 	$(PY) scripts/with_service.py --fail-on-5xx $(if $(RUN),--run $(RUN)) -- \
-	  '$(PY) -m tagger.loadgen --url $$TAGGER_URL/tag --clients 32 --duration 60 --pid $$TAGGER_PID --max-errors 0'
+	  '$(PY) -m bench.loadgen --url $$TAGGER_URL/tag --clients 32 --duration 60 --pid $$TAGGER_PID --max-errors 0'

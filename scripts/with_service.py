@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tagger.loadgen import running_service, server_errors  # noqa: E402
+from bench.loadgen import running_service, server_errors  # noqa: E402
 
 
 def default_run() -> Path:

@@ -19,7 +19,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "package": ("tagger.commands.package", "put a run into the BentoML model store (serve extra)"),
     "serve": ("tagger.commands.serve", "serve a packaged model or a run over HTTP (serve extra)"),
     "report": ("tagger.report.build", "comparison report of trained runs (tables, plots, best.json)"),
-    "bench": ("tagger.bench", "speed benchmark of training, inference and the service"),
     "export": ("tagger.commands.export", "export a model's encoder to ONNX (onnx extra)"),
 }
 

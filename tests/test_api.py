@@ -32,8 +32,8 @@ def test_every_entry_point_defaults_to_the_predictors_pass_size():
     import inspect
 
     from tagger.api import Pipeline, load
-    from tagger.inference.scoring import evaluate_split, score_split
     from tagger.inference.predictor import Predictor
+    from tagger.inference.scoring import evaluate_split, score_split
 
     want = inspect.signature(Predictor).parameters["batch_size"].default
     for entry in (tagger.load, load, Pipeline, evaluate_split, score_split):

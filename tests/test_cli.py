@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_help_lists_every_subcommand(capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
-    for name in ("train", "evaluate", "predict", "package", "serve", "report", "bench"):
+    for name in ("train", "evaluate", "predict", "package", "serve", "report", "export"):
         assert f"\n  {name} " in out
     assert main([]) == 2  # no subcommand: usage, and a failing exit
 

@@ -1,6 +1,8 @@
-"""Installing the package outside the checkout: a new virtual environment, ``pip install torch`` then
-``pip install CHECKOUT[serve]``; ``tagger --help``, ``tagger train`` on a tiny corpus from another folder, and
-``tagger.load`` on the run it wrote. Slow: pip installs every dependency (from its cache when it has them)."""
+"""Installing the package outside the checkout: what the wheel holds (the packages setuptools finds, and the built
+wheel: tagger/ with its configs and serve/, no benchmark or load generator), and a new virtual environment,
+``pip install torch`` then ``pip install CHECKOUT[serve]``; ``tagger --help``, ``tagger train`` on a tiny corpus from
+another folder, and ``tagger.load`` on the run it wrote. The last is slow: pip installs every dependency (from its
+cache when it has them)."""
 from __future__ import annotations
 
 import json
@@ -8,6 +10,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -36,6 +40,33 @@ def _source_copy(dest: Path) -> Path:
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name)
     return dest
+
+
+def _shipped_packages() -> list[str]:
+    """The packages setuptools puts into the wheel, found as pyproject.toml tells it to."""
+    import setuptools
+
+    find = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    return setuptools.find_namespace_packages(where=str(REPO), include=find["include"], exclude=find.get("exclude", ()))
+
+
+def test_the_package_ships_no_benchmark_or_load_generator():
+    packages = _shipped_packages()
+    assert {p.split(".")[0] for p in packages} == {"tagger", "serve"}
+    assert not [p for p in packages if "bench" in p or "loadgen" in p]
+    assert (REPO / "bench" / "loadgen.py").is_file()  # the tools stay in the checkout, beside the package
+
+
+def test_the_wheel_holds_the_configs_and_no_benchmark(tmp_path):
+    """A few seconds: setuptools builds the wheel from a copy of the checkout, offline (no build isolation)."""
+    src = _source_copy(tmp_path / "src")
+    _sh([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"),
+         str(src)], tmp_path)
+    (wheel,) = (tmp_path / "dist").glob("tagger-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert not [n for n in names if n.startswith("bench/") or "loadgen" in n or "/bench" in n]
+    assert {"tagger/conf/train.yaml", "tagger/conf/model/self_attention.yaml", "tagger/conf/data/ud_ewt.yaml",
+            "tagger/train.py", "serve/service.py", "serve/ui/index.html"} <= set(names)
 
 
 @pytest.mark.slow

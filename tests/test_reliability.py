@@ -200,8 +200,8 @@ def test_corrupted_model_store_entry_is_a_clear_error(tiny_pos_run, tmp_path):
 # -- the service: fuzzing and load (slow: a real `bentoml serve`) -------------------------------
 @pytest.fixture(scope="module")
 def served(tiny_pos_run, tmp_path_factory):
-    """The tiny POS run packaged into a private store and served (tagger.loadgen.running_service)."""
-    from tagger.loadgen import running_service
+    """The tiny POS run packaged into a private store and served (bench.loadgen.running_service)."""
+    from bench.loadgen import running_service
 
     work = tmp_path_factory.mktemp("served")
     log = work / "service.log"
@@ -214,7 +214,7 @@ def test_schemathesis_finds_no_server_error(served, tmp_path):
     """What `make fuzz` runs (more examples there): schema-derived valid and invalid bodies for every
     operation of the service's OpenAPI document; zero 5xx, by schemathesis and in the access log."""
     pytest.importorskip("schemathesis")
-    from tagger.loadgen import server_errors
+    from bench.loadgen import server_errors
 
     base, _, env, log = served
     exe = Path(sys.executable).with_name("schemathesis")
@@ -228,7 +228,7 @@ def test_schemathesis_finds_no_server_error(served, tmp_path):
 @pytest.fixture(scope="module")
 def soak(served, tiny_data):
     """`make soak` (60 s on EWT), shortened: 32 closed-loop clients for 30 s."""
-    from tagger.loadgen import load_sentences, run_load
+    from bench.loadgen import load_sentences, run_load
 
     base, pid, _, _ = served
     return run_load(base + "/tag", 32, 30.0, load_sentences(tiny_data), pid=pid)

@@ -111,8 +111,8 @@ def evaluate_file(argv: list[str]) -> int:
     import argparse
     import sys
 
-    from tagger.artifacts import runs
     from tagger.api import LoadError, load_model
+    from tagger.artifacts import runs
     from tagger.artifacts.checkpoint import CheckpointError
     from tagger.data.readers import CorpusFormatError
     from tagger.fileio import write_json

@@ -22,7 +22,7 @@ and int8 run the graph with its convolutions unfolded into matrix products (:fun
 the character CNN and the convolutional FFN are bf16 GEMMs, and the convolutional FFN int8 Linears as well.
 
 The tag head (softmax, or CRF Viterbi + marginals) always runs in torch fp32 on ``h``. ``make bench``
-(:mod:`tagger.bench_backends`) measures each backend's accuracy and speed; the service runs ``TAGGER_BACKEND``,
+(``bench/backends.py`` in a checkout) measures each backend's accuracy and speed; the service runs ``TAGGER_BACKEND``,
 default :data:`DEFAULT_BACKEND`.
 """
 from __future__ import annotations

@@ -16,12 +16,12 @@ import torch.nn as nn
 
 from tagger.data.encoding import clip_word, collate, document_runs, encode_sentence, padded, sentence_starts
 from tagger.data.vocab import PAD_ID, Vocab
+from tagger.inference.pass_threads import PassThreads, PassThreadsError
+from tagger.inference.passes import plan_passes
+from tagger.inference.word_features import WordFeatures
 from tagger.limits import BATCH_SIZE, MAX_TOKENS, PASS_COST
 from tagger.models.tagger import Tagger
-from tagger.inference.passes import plan_passes
 from tagger.schemes import close_entities
-from tagger.inference.pass_threads import PassThreads, PassThreadsError
-from tagger.inference.word_features import WordFeatures
 
 log = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from tagger.artifacts.checkpoint import load_checkpoint
+from tagger.commands.predict import InputError, main, read_sentences
 from tagger.data.readers import read_conll_columns
 from tagger.inference.predictor import Predictor
-from tagger.commands.predict import InputError, main, read_sentences
 from tagger.tokenize import tokenize
 
 torch.set_num_threads(1)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from tagger.data.vocab import Vocab
 from tagger.data.vectors import PACKAGES, VectorsError, load_vectors, read_text
+from tagger.data.vocab import Vocab
 from tests.conftest import train_tiny
 
 DIM = 8
@@ -86,8 +86,8 @@ def test_embedder_dimension_mismatch_names_the_config_key(tmp_path, tiny_data):
 @pytest.mark.parametrize("finetune", ["train_words", "all", "none", "concat"])
 def test_a_word_only_the_vectors_know_reaches_the_model_through_its_vector(tmp_path, tiny_data, finetune):
     from tagger.artifacts.checkpoint import load_checkpoint
-    from tagger.inference.predictor import Predictor
     from tagger.commands.predict import main
+    from tagger.inference.predictor import Predictor
 
     vec_path = write_vectors(tmp_path / "v.txt")
     vectors = read_text(vec_path)

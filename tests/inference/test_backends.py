@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tagger.inference.backends import BACKENDS, BackendError, bf16_native, make_predictor
 from tagger.artifacts.checkpoint import load_checkpoint
 from tagger.data.readers import read_conllu
+from tagger.inference.backends import BACKENDS, BackendError, bf16_native, make_predictor
 from tests.conftest import train_tiny
 from tests.data.test_vectors import DIM, write_vectors
 

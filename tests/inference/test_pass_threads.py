@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import tagger.inference.pass_threads
-from tagger.inference.backends import make_predictor
 from tagger.artifacts.checkpoint import load_checkpoint
+from tagger.inference.backends import make_predictor
 from tagger.inference.pass_threads import PassThreads, PassThreadsError
 
 SENTS = [["the", "cat", "sees", "a", "tree"], ["a", "red", "car", "likes", "the", "old", "house", "."], ["dog"],

@@ -9,8 +9,8 @@ import torch
 
 from tagger.artifacts.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
 from tagger.data.encoding import collate, encode_sentence
-from tagger.inference.predictor import Predictor, encode_batch, windows
 from tagger.inference.passes import plan_passes
+from tagger.inference.predictor import Predictor, encode_batch, windows
 
 
 def test_windows_cover_everything_with_overlap():

@@ -3,10 +3,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tagger.inference.backends import make_predictor
 from tagger.artifacts.checkpoint import load_checkpoint
-from tagger.inference.predictor import Predictor
 from tagger.data.encoding import padded
+from tagger.inference.backends import make_predictor
+from tagger.inference.predictor import Predictor
 
 SENTS = [["the", "cat", "sees", "a", "tree"], ["a", "red", "car", "likes", "the", "old", "house", "."], ["dog"],
          ["an", "unseen-word", "", "x" * 60], ["the", "big", "dog", "sees", "the", "small", "cat"]]

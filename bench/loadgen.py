@@ -1,6 +1,6 @@
 """A bounded, closed-loop HTTP load generator for the tagging service.
 
-``python -m tagger.loadgen --url http://127.0.0.1:3000/tag --clients 32 --duration 30``
+``python -m bench.loadgen --url http://127.0.0.1:3000/tag --clients 32 --duration 30``
 
 Each of ``--clients`` clients sends one request, waits for its answer, and sends the next, until
 ``--duration`` seconds have passed (a request started before then is awaited, at most
@@ -358,7 +358,7 @@ def stop_group(proc: subprocess.Popen, grace: float = 15.0) -> None:
 
 def main(argv: list[str] | None = None) -> int:
 
-    parser = argparse.ArgumentParser(prog="python -m tagger.loadgen", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.loadgen", description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default="http://127.0.0.1:3000/tag")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--duration", type=float, default=30.0, help="seconds (default: %(default)s)")

@@ -1,4 +1,4 @@
-"""tagger.loadgen's bodiless GET mode (the HTTP floor of make bench) against a local server."""
+"""bench.loadgen's bodiless GET mode (the HTTP floor of make bench) against a local server."""
 from __future__ import annotations
 
 import threading
@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tagger.loadgen import LoadResult, answered_5xx, run_load
+from bench.loadgen import LoadResult, answered_5xx, run_load
 
 
 class _Probe(BaseHTTPRequestHandler):
@@ -44,7 +44,7 @@ def test_get_mode_counts_other_statuses_as_errors(server):
 def test_the_heap_is_frozen_only_while_the_load_runs(server, monkeypatch):
     import gc
 
-    import tagger.loadgen as loadgen
+    import bench.loadgen as loadgen
 
     seen = []
     real = loadgen._run

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
+from bench.backends import EAGER, check_targets, main
 from tagger.inference.backends import BACKENDS, DEFAULT_BACKEND, bf16_native
-from tagger.bench_backends import EAGER, check_targets, main
 
 
 def test_bench_writes_every_backend_and_picks_one_within_the_accuracy_rule(tiny_pos_run, tiny_data, tmp_path):

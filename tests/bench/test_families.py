@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tagger.bench import cpu_busy_fraction
+from bench.families import cpu_busy_fraction
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/stat")

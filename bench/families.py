@@ -1,13 +1,13 @@
-"""Measure speed on this machine: ``python -m tagger.bench`` (``make bench-families``) writes
+"""Measure speed on this machine: ``python -m bench.families`` (``make bench-families``) writes
 ``reports/bench_families.md`` and ``.json``, every figure with the command that reproduces it.
-(``make bench``, :mod:`tagger.bench_backends`, compares the inference backends and a spaCy peer.)
+(``make bench``, :mod:`bench.backends`, compares the inference backends and a spaCy peer.)
 
 1. ``inference``: in-process tokens/s of each model family (window_fc, bilstm, self_attention; POS on
    EWT) at batch sizes 1, 32 and 256 with 2 threads, on the torch and ONNX Runtime backends
    (``tagger.inference.export``), over the EWT test sentences; FLOPs per token and the fraction of the CPU's
    fp32 peak that speed reaches.
 2. ``training``: training tokens/s of each family (a short ``python -m tagger.train`` run, 2 threads).
-3. ``http``: the BentoML service on loopback under ``tagger.loadgen`` (1, 8, 32 closed-loop clients,
+3. ``http``: the BentoML service on loopback under ``bench.loadgen`` (1, 8, 32 closed-loop clients,
    30 s each): requests/s, tokens/s, p50/p95/p99 latency, errors; p99 of a 20-token sentence at one
    client; and the soak test (32 clients, 60 s, zero errors, server memory stable).
 
@@ -37,8 +37,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
+from bench.loadgen import load_sentences  # noqa: E402
 from tagger.fileio import write_text  # noqa: E402
-from tagger.loadgen import load_sentences  # noqa: E402
 
 # the folder the bench runs from (the checkout, under make bench): runs, corpora and reports are found and
 # written relative to it, as tagger.train does, never inside an installed package
@@ -156,10 +156,11 @@ def load_family(family: str, data_dir: Path, extra_roots: list[Path]):
     from tagger.data.readers import read_conllu
     from tagger.data.vocab import Vocab
     from tagger.models.tagger import build_tagger
+    from tagger.train import CONF_DIR
     from tagger.training.run import model_config
 
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(Path(__file__).resolve().with_name("conf")), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=[f"model={family}", f"data_dir={data_dir}"], return_hydra_config=True)
     train = read_conllu(data_dir / "ud_english_ewt" / "en_ewt-ud-train.conllu")
     labels = sorted({t for s in train for t in s["tags"]})
@@ -253,7 +254,7 @@ def bench_inference(args, extra_roots: list[Path], peak_gflops: float) -> tuple[
                     "flops_per_token": flops["flops_per_token"], "flops": flops, "gflops_per_s": round(gflops, 2),
                     "fraction_of_peak": round(gflops / peak_gflops, 4) if peak_gflops else None,
                     "model": source, "onnx_export": info if name == "onnx" else None,
-                    "command": f"{PY} -m tagger.bench --only inference --families {family} --batch-sizes {batch_size}",
+                    "command": f"{PY} -m bench.families --only inference --families {family} --batch-sizes {batch_size}",
                 })
                 print(f"[bench] inference {family:15s} {name:5s} batch {batch_size:3d}: {tokens_per_s:9.0f} tokens/s",
                       file=sys.stderr)
@@ -328,7 +329,7 @@ def comparison_training_speeds() -> list[dict[str, Any]]:
 
 # -- 3. HTTP -----------------------------------------------------------------------------------
 def bench_http(args, work: Path, extra_roots: list[Path]) -> dict[str, Any]:
-    from tagger.loadgen import run_load
+    from bench.loadgen import run_load
 
     family = "self_attention"
     run = trained_run(family, extra_roots)
@@ -337,7 +338,7 @@ def bench_http(args, work: Path, extra_roots: list[Path]) -> dict[str, Any]:
     sentences = load_sentences(args.data_dir)
     out: dict[str, Any] = {"model": str(run.relative_to(WORK) if run.is_relative_to(WORK) else run), "load": []}
     log_path = work / "service.log"
-    from tagger.loadgen import running_service
+    from bench.loadgen import running_service
 
     with running_service(run, work, args.threads, log_path, access_log=True) as (base, pid, env):
         url = base + "/tag"
@@ -346,23 +347,23 @@ def bench_http(args, work: Path, extra_roots: list[Path]) -> dict[str, Any]:
         for per_request in args.http_sentences:
             for clients in args.clients:
                 row = run_load(url, clients, args.http_duration, sentences, per_request, pid=pid)
-                row["command"] = (f"{PY} -m tagger.loadgen --url {base}/tag --clients {clients} "
+                row["command"] = (f"{PY} -m bench.loadgen --url {base}/tag --clients {clients} "
                                   f"--duration {args.http_duration:g} --sentences {per_request}")
                 out["load"].append(row)
                 print(f"[bench] http {clients:2d} clients x {per_request:2d} sentences: {row['tokens_per_s']:8.0f} tokens/s "
                       f"p99 {row['p99_ms']} ms, {row['errors']} errors", file=sys.stderr)
         lat = run_load(url, 1, args.http_duration, sentences, 1, tokens=20)
-        lat["command"] = f"{PY} -m tagger.loadgen --url {base}/tag --clients 1 --duration {args.http_duration:g} --tokens 20"
+        lat["command"] = f"{PY} -m bench.loadgen --url {base}/tag --clients 1 --duration {args.http_duration:g} --tokens 20"
         out["latency_20_tokens"] = lat
         print(f"[bench] http 1 client, 20-token sentences: p99 {lat['p99_ms']} ms", file=sys.stderr)
         soak = run_load(url, 32, args.soak_duration, sentences, 1, pid=pid)
-        soak["command"] = (f"{PY} -m tagger.loadgen --url {base}/tag --clients 32 --duration {args.soak_duration:g} "
+        soak["command"] = (f"{PY} -m bench.loadgen --url {base}/tag --clients 32 --duration {args.soak_duration:g} "
                            f"--pid SERVER_PID --max-errors 0")
         out["soak"] = soak
         print(f"[bench] soak 32 clients {args.soak_duration:g} s: {soak['errors']} errors, memory "
               f"{soak.get('memory')}", file=sys.stderr)
         out["serve_command"] = serve
-    from tagger.loadgen import server_errors
+    from bench.loadgen import server_errors
 
     errors = server_errors(log_path)
     out["server_5xx"] = len(errors)
@@ -474,7 +475,7 @@ def render(results: dict[str, Any]) -> str:
     http = results.get("http")
     if http:
         lines += ["", "## 3. HTTP", "",
-                  f"`{http['serve_command']}` serving `{http['model']}` on loopback; `tagger.loadgen` closed-loop clients "
+                  f"`{http['serve_command']}` serving `{http['model']}` on loopback; `bench.loadgen` closed-loop clients "
                   "(each sends the next request when the previous answer arrives) on the same 2 cores. Requests carry "
                   "EWT test sentences in corpus order; an answer is an error unless it is HTTP 200 with one tag per token.", "",
                   "| clients | sentences/request | requests/s | tokens/s | p50 ms | p95 ms | p99 ms | errors | command |",
@@ -505,7 +506,7 @@ def render(results: dict[str, Any]) -> str:
 
 # -- the command -------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tagger bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.families", description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", action="append", choices=["training", "inference", "http"],
                         help="run only these sections (repeatable; default: all)")
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
@@ -536,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cpu = cpu_info(args.fma_units)
     results: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": shlex.join(["python", "-m", "tagger.bench", *(argv or sys.argv[1:])]),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": shlex.join(["python", "-m", "bench.families", *(argv or sys.argv[1:])]),
         "torch": torch.__version__, "onnxruntime": onnxruntime.__version__, "python": platform.python_version(),
         "cpu": cpu, "quick": quick, "machine_state_samples": [],  # one per section, taken just before it
     }

