@@ -1,7 +1,7 @@
 """Raw text -> sentences of tokens, each with character offsets into the text (``text[start:end] == token``).
 
 A model sees tokens cut the way its training corpus cut them, so the convention is a property of the
-corpus (``data.tokenizer`` in ``tagger/conf/data/*.yaml``), saved in the model's vocabulary and used by
+corpus (``data.tokenizer`` in ``conf/data/*.yaml``), saved in the model's vocabulary and used by
 ``tagger.load``, ``tagger predict --tokenize`` and the service alike:
 
 * ``ud`` — Universal Dependencies English (EWT): hyphenated words split (``state - of - the - art``),

@@ -10,7 +10,7 @@ import pytest
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-CONF_DIR = str(Path(__file__).resolve().parents[1] / "tagger" / "conf")
+CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")  # the Hydra configs of the checkout
 REAL_DATA = Path(os.environ.get("TAGGER_DATA_DIR", Path(__file__).resolve().parents[1] / "data"))
 
 # a toy grammar: DET ADJ? NOUN VERB DET NOUN, with some names for NER
@@ -76,7 +76,7 @@ def tiny_data(tmp_path_factory) -> Path:
 
 
 def compose(overrides: list[str], output_dir: Path):
-    """The real tagger/conf/train.yaml composed as Hydra would, for tests."""
+    """The real conf/train.yaml composed as Hydra would, for tests."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra

@@ -42,19 +42,24 @@ def _source_copy(dest: Path) -> Path:
     return dest
 
 
-def _shipped_packages() -> list[str]:
-    """The packages setuptools puts into the wheel, found as pyproject.toml tells it to."""
-    import setuptools
-
-    find = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
-    return setuptools.find_namespace_packages(where=str(REPO), include=find["include"], exclude=find.get("exclude", ()))
-
-
-def test_the_package_ships_no_benchmark_or_load_generator():
-    packages = _shipped_packages()
-    assert {p.split(".")[0] for p in packages} == {"tagger", "serve"}
-    assert not [p for p in packages if "bench" in p or "loadgen" in p]
+def test_the_package_list_is_every_folder_of_tagger_serve_and_conf():
+    """pyproject.toml lists the packages the wheel holds: every folder of tagger/ and serve/, and conf/ (its groups
+    included) as tagger.conf; nothing of bench/."""
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setuptools["packages"])
+    folders = {".".join(d.relative_to(REPO).parts) for top in ("tagger", "serve")
+               for d in [REPO / top, *(REPO / top).rglob("*")] if d.is_dir() and "__pycache__" not in d.parts}
+    conf = {"tagger.conf"} | {f"tagger.conf.{d.name}" for d in (REPO / "conf").iterdir() if d.is_dir()}
+    assert listed == folders | conf
+    assert setuptools["package-dir"] == {"tagger.conf": "conf"}
+    assert not [p for p in listed if "bench" in p or "loadgen" in p]
     assert (REPO / "bench" / "loadgen.py").is_file()  # the tools stay in the checkout, beside the package
+
+
+def test_the_configs_are_found_in_the_checkout():
+    from tagger.train import CONF_DIR
+
+    assert CONF_DIR == REPO / "conf" and (CONF_DIR / "train.yaml").is_file()
 
 
 def test_the_wheel_holds_the_configs_and_no_benchmark(tmp_path):
