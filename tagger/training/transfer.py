@@ -64,9 +64,9 @@ class TransferReport:
         return {"copied": len(self.copied), "partial": self.partial, "fresh": self.fresh}
 
 
-def _rows(target: list[str], source: list[str], limit_t: int, limit_s: int) -> tuple[list[int], list[int]]:
+def _rows(target: list[str], source: list[str | None], limit_t: int, limit_s: int) -> tuple[list[int], list[int]]:
     """Row pairs (target ids, source ids) of the items both lists hold, within the first ``limit_*`` rows."""
-    index = {item: i for i, item in enumerate(source[:limit_s])}
+    index = {item: i for i, item in enumerate(source[:limit_s]) if item is not None}
     pairs = [(i, index[item]) for i, item in enumerate(target[:limit_t]) if item in index]
     return [t for t, _ in pairs], [s for _, s in pairs]
 
@@ -79,7 +79,9 @@ def copy_parameters(target: Tagger, target_vocab: Vocab, source: Tagger, source_
     check_compatible(source_config, target_config)
     src = source.state_dict()
     report = TransferReport()
-    labels = [map_label(label, label_map) for label in source_vocab.labels]
+    # a source label mapped to O (a dropped type) lends its row to nothing: O keeps the source's own O row
+    labels = [None if (name := map_label(label, label_map)) == "O" and label != "O" else name
+              for label in source_vocab.labels]
     # (target ids, source ids) of the rows that correspond, per kind of table
     words = _rows(target_vocab.words, source_vocab.words, target.embedder.word.num_embeddings,
                   source.embedder.word.num_embeddings) if target.embedder.word is not None else ([], [])

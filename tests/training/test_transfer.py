@@ -170,3 +170,16 @@ def test_report_puts_finetuned_beside_scratch_and_zero_shot(tmp_path, finetuned,
     assert "–" not in zero and "not scored" not in zero  # the source scored on dev and test
     assert "LOC→O" in section  # the source's LOC: a type this corpus does not annotate, dropped
 
+
+def test_a_type_mapped_to_o_lends_no_row(tiny_ner_run):
+    source = load_checkpoint(tiny_ner_run / "checkpoints" / "best.ckpt")
+    labels = ["O", "B-PERSON", "I-PERSON"]
+    vocab = Vocab.build([["John"]], labels, "ner", "IOB2", base=source.vocab)
+    target = build_tagger(source.config, vocab)
+    report = copy_parameters(target, vocab, source.tagger, source.vocab, source.config, source.config,
+                             {"PER": "PERSON", "LOC": "O"})
+    src = source.tagger.state_dict()
+    s_index = {label: i for i, label in enumerate(source.vocab.labels)}
+    for i, label in enumerate(["O", "B-PER", "I-PER"]):
+        assert torch.equal(target.head.proj.weight[i], src["head.proj.weight"][s_index[label]])
+    assert report.partial["head.proj.weight"] == "3/3"
