@@ -29,9 +29,9 @@ from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Route
 
 from serve.batching import GreedyBatcher
-from serve.direct import DirectAPIs
+from serve.bentoml_internals import DirectAPIs, fix_bentoml_timeout, openapi_document
 from serve.memory import HeapTrimmer
-from serve.middleware import BodyLimit, fix_bentoml_timeout
+from serve.middleware import BodyLimit
 from serve.openapi import ServeContract
 from serve.schemas import (
     LIMITS, AttentionRequest, AttentionResponse, AttentionToken, EntitiesResponse, Entity, EntitySequence,
@@ -60,11 +60,15 @@ def check_store_entry(reference: BentoModel) -> None:
     """Refuse to start on a corrupted store entry. Runs at import, i.e. in ``bentoml serve`` and
     ``bentoml build`` before any worker starts: a worker failing in ``__init__`` would be restarted
     forever while the entry service waits. A model absent from the local store is left to BentoML."""
+    from bentoml.exceptions import NotFound
+
     from tagger.package_format import check_parts
 
-    stored = reference.stored
-    if stored is not None:
-        check_parts(Path(stored.path), dict(stored.info.metadata), str(stored.tag))
+    try:
+        stored = bentoml.models.get(reference.tag)
+    except NotFound:
+        return
+    check_parts(Path(stored.path), dict(stored.info.metadata), str(stored.tag))
 
 
 check_store_entry(MODEL)
@@ -256,5 +260,5 @@ class TaggingService:
 
 
 TaggingService.add_asgi_middleware(BodyLimit, max_bytes=LIMITS.body_bytes, paths=API_PATHS)
-TaggingService.add_asgi_middleware(ServeContract, spec=lambda: TaggingService.openapi_spec.asdict())
+TaggingService.add_asgi_middleware(ServeContract, spec=lambda: openapi_document(TaggingService))
 TaggingService.add_asgi_middleware(DirectAPIs, service=TaggingService, apis=("tag", "entities"))

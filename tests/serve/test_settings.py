@@ -2,9 +2,11 @@
 in the settings object and when a real ``bentoml serve`` starts."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -79,6 +81,27 @@ def test_a_backend_this_cpu_cannot_run_is_refused(env, monkeypatch):
     env(TAGGER_BACKEND="bf16")
     with pytest.raises(SettingsError, match=r"TAGGER_BACKEND: backend 'bf16' needs a CPU with native bf16"):
         load_settings()
+
+
+@pytest.mark.parametrize("switch, on", [(None, False), ("1", True)])
+def test_tracing_of_the_api_routes_and_the_access_log_are_off_unless_asked_for(tmp_path, switch, on):
+    """BentoML's OpenTelemetry middleware (which records nothing at its default sample rate of 0) passes the API
+    routes by unless TAGGER_TRACING=1, other routes are traced as BentoML traces them; BentoML's access log is off
+    unless TAGGER_ACCESS_LOG=1."""
+    check = ("import json, serve.service as s; from bentoml._internal.container import BentoMLContainer as C; "
+             "s.TaggingService.inject_config(); urls = C.tracing_excluded_urls.get(); "
+             "print(json.dumps({'access_log': C.api_server_config.logging.access.enabled.get(), 'skipped': "
+             "{p: urls.url_disabled('http://127.0.0.1:3000' + p) for p in "
+             "('/tag', '/entities', '/attention', '/tags', '/model', '/livez')}}))")
+    env = {k: v for k, v in os.environ.items() if k not in ("TAGGER_TRACING", "TAGGER_ACCESS_LOG")}
+    env.update(BENTOML_HOME=str(tmp_path), **({"TAGGER_TRACING": switch, "TAGGER_ACCESS_LOG": switch} if switch else {}))
+    out = subprocess.run([sys.executable, "-c", check], env=env, cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["access_log"] is on
+    assert got["skipped"] == {"/tag": not on, "/entities": not on, "/attention": not on,
+                              "/tags": False, "/model": False, "/livez": False}
 
 
 def test_the_backends_are_those_of_tagger_backends():
