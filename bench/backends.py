@@ -310,7 +310,7 @@ def render(res: dict[str, Any]) -> str:
         lines += [f"HTTP (`--http`): the service serving the model on its default backend `{h['backend']}` "
                   f"(`TAGGER_TORCH_THREADS={h['threads']}`"
                   + (f"; uvicorn on {h['stack']['loop']} + {h['stack']['http']}" if h.get("stack") else "")
-                  + "; the service's defaults: no access log, the API routes past OpenTelemetry, `serve/direct.py` "
+                  + "; the service's defaults: no access log, the API routes past OpenTelemetry, `serve/bentoml_internals.py` "
                   "answering `/tag`), `bench.loadgen` closed-loop clients on the same CPU; "
                   f"5xx answers (counted by the clients): {h['server_5xx']}.", "",
                   "| load | requests/s | tokens/s | p50 ms | p99 ms | errors | server RSS after (MB) | command |",

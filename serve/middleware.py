@@ -7,13 +7,9 @@
 * a content type other than JSON on an API call -> 415.
 
 The body is read once, then replayed to the app unchanged.
-
-:func:`fix_bentoml_timeout` stops BentoML's request timeout from holding every request's context in
-memory until the timeout has passed (the service's memory growth under load).
 """
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any, Awaitable, Callable
 
@@ -98,50 +94,3 @@ class BodyLimit:
             return await receive()  # after the body: wait for the disconnect as the app expects
 
         await self.app(scope, replay, send)
-
-
-async def _timeout_call(self, scope: Scope, receive: Receive, send: Send) -> None:
-    """BentoML's ``TimeoutMiddleware.__call__`` (1.4.40) with its timer cancelled once the response
-    starts: same 504 after ``self.timeout`` seconds without a response, but nothing left scheduled."""
-    if scope["type"] not in ("http", "websocket"):
-        return await self.app(scope, receive, send)
-    loop = asyncio.get_running_loop()
-    waiter = loop.create_future()
-    timer = loop.call_later(self.timeout, self._set_timer_out, waiter)
-
-    async def _send(message: Message) -> None:
-        if not waiter.done():
-            waiter.set_result(None)
-            timer.cancel()
-        await send(message)
-
-    fut = asyncio.ensure_future(self.app(scope, receive, _send), loop=loop)
-    try:
-        await waiter
-    except asyncio.TimeoutError:
-        if fut.cancel():
-            from starlette.responses import JSONResponse
-
-            resp = JSONResponse({"error": f"Not able to process the request in {self.timeout} seconds"},
-                                status_code=504)
-            await resp(scope, receive, send)
-    else:
-        await fut
-    finally:
-        timer.cancel()
-
-
-def fix_bentoml_timeout() -> None:
-    """Cancel BentoML's per-request timeout timer when the request no longer needs it.
-
-    BentoML's ``TimeoutMiddleware`` schedules ``loop.call_later(timeout, ...)`` for every request and
-    never cancels it. asyncio keeps each timer, with a copy of the request's context (its tracing span
-    and the objects that references), until it fires: ``timeout`` seconds (300 for the tagging
-    service) of requests stay in memory, so under steady load the memory grows for
-    that long. Measured on a one-endpoint BentoML 1.4.40 service: ~5 KB per request with the
-    middleware, flat without it. Idempotent; applied when :mod:`serve.service` is imported, which
-    every worker does.
-    """
-    from bentoml._internal.server.http.traffic import TimeoutMiddleware
-
-    TimeoutMiddleware.__call__ = _timeout_call

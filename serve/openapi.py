@@ -87,7 +87,8 @@ NOT_HERE = {"/entities": _json("ErrorResponse", "The loaded model is not an enti
 
 
 def contract(spec: dict[str, Any]) -> dict[str, Any]:
-    """BentoML's OpenAPI document (``spec``, as ``Service.openapi_spec.asdict()``) made truthful; see the module."""
+    """BentoML's OpenAPI document (``spec``, from :func:`serve.bentoml_internals.openapi_document`) made truthful;
+    see the module."""
     spec = copy.deepcopy(spec)
     spec["openapi"] = OPENAPI_VERSION
     schemas = spec.setdefault("components", {}).setdefault("schemas", {})

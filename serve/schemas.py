@@ -2,29 +2,17 @@
 
 Requests are pydantic models with ``extra="forbid"``: an unknown field, a wrong type, an empty
 list or string, or a limit exceeded is a 400 whose ``detail[].loc`` names the field and whose
-message names the limit. Limits come from the environment (read once, at import).
+message names the limit. Limits are settings (:mod:`serve.settings`), read once, at import.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
 import bentoml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"environment variable {name} must be an integer, got {raw!r}") from None
-    if value < 1:
-        raise ValueError(f"environment variable {name} must be >= 1, got {value}")
-    return value
+from serve.settings import ServiceSettings, get_settings
 
 
 @dataclass(frozen=True)
@@ -36,17 +24,12 @@ class Limits:
     attention_tokens: int  # tokens of the one sentence /attention shows
 
     @classmethod
-    def from_env(cls) -> "Limits":
-        return cls(
-            sentences=_env_int("TAGGER_MAX_SENTENCES", 64),
-            tokens=_env_int("TAGGER_MAX_TOKENS", 5000),
-            chars=_env_int("TAGGER_MAX_CHARS", 100_000),
-            body_bytes=_env_int("TAGGER_MAX_BODY_BYTES", 1_000_000),
-            attention_tokens=_env_int("TAGGER_MAX_ATTENTION_TOKENS", 200),
-        )
+    def from_settings(cls, settings: ServiceSettings) -> "Limits":
+        return cls(sentences=settings.max_sentences, tokens=settings.max_tokens, chars=settings.max_chars,
+                   body_bytes=settings.max_body_bytes, attention_tokens=settings.max_attention_tokens)
 
 
-LIMITS = Limits.from_env()
+LIMITS = Limits.from_settings(get_settings())
 
 # What str.isspace() calls whitespace, as a regex class that Python's re and JSON Schema (ECMA-262) engines
 # read alike (their own \s differ: ECMA's lacks \x1c-\x1f and \x85). The patterns tell clients the rules

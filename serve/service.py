@@ -10,13 +10,13 @@ One service, one process per worker: :class:`TaggingService` holds the packaged 
 requests into one model pass without waiting on a clock (:class:`serve.batching.GreedyBatcher`;
 BentoML's adaptive batching kept single requests waiting long after a burst).
 
-``TAGGER_MODEL`` picks the model (default ``tagger:latest``); limits are in :mod:`serve.schemas`.
+Every ``TAGGER_*`` setting (``TAGGER_MODEL`` picks the model, default ``tagger:latest``) is read and checked once, at
+import, by :mod:`serve.settings`; the request limits among them are applied in :mod:`serve.schemas`.
 """
 from __future__ import annotations
 
 import gc
 import itertools
-import os
 from pathlib import Path
 from typing import Any
 
@@ -29,31 +29,28 @@ from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Route
 
 from serve.batching import GreedyBatcher
-from serve.direct import DirectAPIs
+from serve.bentoml_internals import DirectAPIs, fix_bentoml_timeout, openapi_document
 from serve.memory import HeapTrimmer
-from serve.middleware import BodyLimit, fix_bentoml_timeout
+from serve.middleware import BodyLimit
 from serve.openapi import ServeContract
 from serve.schemas import (
     LIMITS, AttentionRequest, AttentionResponse, AttentionToken, EntitiesResponse, Entity, EntitySequence,
     TagRequest, TagResponse,
 )
+from serve.settings import get_settings
 from tagger.api import entity_spans as decode_entities, join_sentences, make_sentence
-from tagger.inference.backends import DEFAULT_BACKEND, check_backend
 from tagger.tokenize import sentences as split_sentences
 
 fix_bentoml_timeout()  # else every request stays in memory for traffic.timeout seconds
-MODEL_TAG = os.environ.get("TAGGER_MODEL", "tagger:latest")
-BACKEND = os.environ.get("TAGGER_BACKEND", DEFAULT_BACKEND)
+SETTINGS = get_settings()  # a bad TAGGER_* value stops `bentoml serve` here, naming the variable
+BACKEND = SETTINGS.backend
 UI_PAGE = Path(__file__).with_name("ui") / "index.html"
 API_PATHS = ("/tag", "/entities", "/attention")
 # BentoML records no trace unless a sample rate is configured (tracing.sample_rate, default 0), yet its OpenTelemetry
 # middleware opens a span for every request: ~0.3 ms of the event loop per /tag call. The API routes skip it unless
 # TAGGER_TRACING=1, for a deployment that sets a sample rate and an exporter.
-TRACING = {} if os.environ.get("TAGGER_TRACING", "0") == "1" else {"excluded_urls": [f"{p}$" for p in API_PATHS]}
-# BentoML's access log writes a line per request through Python's logging: ~14% of the event loop's time under 32
-# single-sentence clients. Off unless TAGGER_ACCESS_LOG=1; /metrics still counts every request by route and status.
-ACCESS_LOG = os.environ.get("TAGGER_ACCESS_LOG", "0") == "1"
-MODEL = BentoModel(MODEL_TAG)
+TRACING = {} if SETTINGS.tracing else {"excluded_urls": [f"{p}$" for p in API_PATHS]}
+MODEL = BentoModel(SETTINGS.model)
 # Prometheus (GET /metrics): sentences per model pass, i.e. how much concurrent requests were merged
 BATCH_SENTENCES = bentoml.metrics.Histogram(name="tagger_batch_sentences", documentation="sentences per model pass",
                                             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
@@ -63,15 +60,18 @@ def check_store_entry(reference: BentoModel) -> None:
     """Refuse to start on a corrupted store entry. Runs at import, i.e. in ``bentoml serve`` and
     ``bentoml build`` before any worker starts: a worker failing in ``__init__`` would be restarted
     forever while the entry service waits. A model absent from the local store is left to BentoML."""
+    from bentoml.exceptions import NotFound
+
     from tagger.artifacts.package_format import check_parts
 
-    stored = reference.stored
-    if stored is not None:
-        check_parts(Path(stored.path), dict(stored.info.metadata), str(stored.tag))
+    try:
+        stored = bentoml.models.get(reference.tag)
+    except NotFound:
+        return
+    check_parts(Path(stored.path), dict(stored.info.metadata), str(stored.tag))
 
 
 check_store_entry(MODEL)
-check_backend(BACKEND, "TAGGER_BACKEND")  # an unknown or unavailable backend stops `bentoml serve` here
 
 
 def _reject(message: str, loc: list[Any], status: int = 400) -> JSONResponse:
@@ -115,8 +115,10 @@ pages = Starlette(routes=[Route("/ui", _ui), Route("/model", _model)])
 
 
 @bentoml.asgi_app(pages, path="/")
-@bentoml.service(name="tagger", workers=int(os.environ.get("TAGGER_WORKERS", "1")), traffic={"timeout": 300},
-                 tracing=TRACING, logging={"access": {"enabled": ACCESS_LOG}})
+# BentoML's access log writes a line per request through Python's logging: ~14% of the event loop's time under 32
+# single-sentence clients. Off unless TAGGER_ACCESS_LOG=1; /metrics still counts every request by route and status.
+@bentoml.service(name="tagger", workers=SETTINGS.workers, traffic={"timeout": 300},
+                 tracing=TRACING, logging={"access": {"enabled": SETTINGS.access_log}})
 class TaggingService:
     bento_model = MODEL
 
@@ -124,28 +126,24 @@ class TaggingService:
         import torch
 
         from tagger.inference.backends import make_predictor
-        from tagger.limits import BATCH_SIZE, MAX_TOKENS
         from tagger.artifacts.packaged import load_packaged
 
-        if threads := int(os.environ.get("TAGGER_TORCH_THREADS", "0")):
+        if threads := SETTINGS.torch_threads:
             torch.set_num_threads(threads)
         # a missing file, a weights hash mismatch or an unreadable part raises here: the worker
         # does not start, rather than serve a half model
         packaged = load_packaged(self.bento_model)
         # forward passes of at most TAGGER_BATCH_SIZE windows and TAGGER_BATCH_TOKENS padded tokens: the sentences
         # of merged requests, shortest first, are not all padded to the longest one's length
-        # passes of a model call run side by side (tagger.inference.pass_threads)
-        streams = os.environ.get("TAGGER_STREAMS")
         self.predictor = make_predictor(packaged.tagger, packaged.vocab, BACKEND, threads=threads or None,
-                                        streams=int(streams) if streams else None,
-                                        batch_size=int(os.environ.get("TAGGER_BATCH_SIZE", BATCH_SIZE)),
-                                        max_tokens=int(os.environ.get("TAGGER_BATCH_TOKENS", MAX_TOKENS)))
+                                        streams=SETTINGS.streams, batch_size=SETTINGS.batch_size,
+                                        max_tokens=SETTINGS.batch_tokens)
         self._info = {"tag": packaged.tag, "metadata": packaged.metadata, "config": packaged.config,
                       "window": self.predictor.window, "doc_window": self.predictor.doc_window,
                       "tokenizer": packaged.vocab.tokenizer, "backend": self.predictor.backend_name}
-        self.trimmer = HeapTrimmer(float(os.environ.get("TAGGER_TRIM_INTERVAL", "2")))
+        self.trimmer = HeapTrimmer(SETTINGS.trim_interval)
         self._calls = itertools.count()  # a document id per call: calls merged into one pass stay apart
-        self.batcher = GreedyBatcher(self._tag_sentences, max_items=int(os.environ.get("TAGGER_MAX_BATCH", "256")),
+        self.batcher = GreedyBatcher(self._tag_sentences, max_items=SETTINGS.max_batch,
                                      on_pass=BATCH_SENTENCES.observe)
         # everything loaded so far (model, vocabulary, vectors, BentoML and its imports) lives as long as the worker:
         # out of the collector's sight, a full collection no longer rescans it (on the default POS model that
@@ -262,5 +260,5 @@ class TaggingService:
 
 
 TaggingService.add_asgi_middleware(BodyLimit, max_bytes=LIMITS.body_bytes, paths=API_PATHS)
-TaggingService.add_asgi_middleware(ServeContract, spec=lambda: TaggingService.openapi_spec.asdict())
+TaggingService.add_asgi_middleware(ServeContract, spec=lambda: openapi_document(TaggingService))
 TaggingService.add_asgi_middleware(DirectAPIs, service=TaggingService, apis=("tag", "entities"))

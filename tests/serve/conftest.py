@@ -3,6 +3,7 @@ tiny fixture model packaged into a private model store (never the user's ~/bento
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -51,13 +52,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(home: Path, model: str, name: str, backend: str = "fp32") -> Server:
+def start(home: Path, model: str, name: str, backend: str = "fp32", env: dict[str, str] | None = None) -> Server:
     """``backend``: TAGGER_BACKEND. fp32 by default: the tests compare answers with offline fp32 predictions
-    exactly, and with int8's per-batch activation scales an answer depends on the requests batched with it."""
+    exactly, and with int8's per-batch activation scales an answer depends on the requests batched with it.
+    ``env``: more environment variables of the server."""
     port = free_port()
     log = home / f"{name}.log"
     env = {**os.environ, "BENTOML_HOME": str(home), "TAGGER_MODEL": model, "TAGGER_TORCH_THREADS": "1",
-           "OMP_NUM_THREADS": "1", "BENTOML_DO_NOT_TRACK": "True", "TAGGER_BACKEND": backend}
+           "OMP_NUM_THREADS": "1", "BENTOML_DO_NOT_TRACK": "True", "TAGGER_BACKEND": backend, **(env or {})}
     proc = subprocess.Popen(
         [sys.executable, "-m", "bentoml", "serve", "serve.service:TaggingService", "--host", "127.0.0.1", "--port", str(port)],
         cwd=REPO, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
@@ -99,17 +101,11 @@ def stop(server: Server) -> None:
 
 
 def package_into(home: Path, run_dir: Path, name: str) -> str:
-    from bentoml._internal.configuration.containers import BentoMLContainer
-    from bentoml._internal.models import ModelStore
-
     from tagger.artifacts.package import package
 
     (home / "models").mkdir(parents=True, exist_ok=True)
-    BentoMLContainer.model_store.set(ModelStore(str(home / "models")))
-    try:
+    with model_store(home / "models"):
         return str(package(run_dir, name).tag)
-    finally:
-        BentoMLContainer.model_store.reset()
 
 
 @pytest.fixture(scope="session")
@@ -142,3 +138,57 @@ def pos_server(servers) -> Server:
 @pytest.fixture(scope="session")
 def ner_server(servers) -> Server:
     return servers["ner"]
+
+
+# -- the real service app in this process -----------------------------------------------------------------------
+@contextlib.contextmanager
+def model_store(models: Path):
+    """BentoML's model store is ``models`` meanwhile."""
+    from bentoml._internal.configuration.containers import BentoMLContainer
+    from bentoml._internal.models import ModelStore
+
+    BentoMLContainer.model_store.set(ModelStore(str(models)))
+    try:
+        yield
+    finally:
+        BentoMLContainer.model_store.reset()
+
+
+def direct_apis(app):
+    """The serve.bentoml_internals.DirectAPIs middleware of the service's ASGI ``app``."""
+    from serve.bentoml_internals import DirectAPIs
+
+    if app.middleware_stack is None:  # Starlette builds it on the first call
+        app.middleware_stack = app.build_middleware_stack()
+    layer = app.middleware_stack
+    while not isinstance(layer, DirectAPIs):
+        layer = layer.app
+    return layer
+
+
+@contextlib.contextmanager
+def bentoml_dispatch(app):
+    """Every API call of ``app`` goes through BentoML's own dispatch meanwhile: DirectAPIs answers none."""
+    direct = direct_apis(app)
+    routes, direct.routes = direct.routes, {}
+    try:
+        yield
+    finally:
+        direct.routes = routes
+
+
+@pytest.fixture(scope="session")
+def service_app(tmp_path_factory, tiny_pos_run):
+    """A TestClient of the ASGI app `bentoml serve` runs in a worker (``TaggingService.to_asgi()``: BentoML's
+    middlewares, routes and dispatch, the service's middlewares), started (the service instance loads the tiny POS
+    model) in this process. One per session: BentoML's metrics middleware registers its Prometheus series in the
+    process's registry, once."""
+    from starlette.testclient import TestClient
+
+    from serve.service import TaggingService
+
+    home = tmp_path_factory.mktemp("bentoml_in_process")
+    package_into(home, tiny_pos_run, "tagger")  # the name the service serves by default
+    with model_store(home / "models"):
+        with TestClient(TaggingService.to_asgi(), raise_server_exceptions=False) as client:
+            yield client

@@ -40,6 +40,7 @@ def test_bento_installs_what_serving_imports_and_no_training_stack():
     names = {Requirement(p).name.lower() for p in config.python.packages}
     assert not names & {"pytorch-lightning", "lightning", "hydra-core"}
     assert "spacy" in names  # texts are tokenised by tagger.tokenize
+    assert "pydantic-settings" in names  # serve.settings
     assert {"uvloop", "httptools"} <= names  # as the serve extra: uvicorn's fast event loop and HTTP parser
     if DEFAULT_BACKEND.startswith("onnx"):
         assert {"onnx", "onnxruntime"} <= names

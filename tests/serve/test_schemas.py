@@ -66,14 +66,15 @@ def test_attention_request_errors():
     assert "exactly one" in err["msg"]
 
 
-def test_limits_come_from_the_environment(monkeypatch):
+def test_limits_come_from_the_settings(monkeypatch):
     from serve.schemas import Limits
+    from serve.settings import SettingsError, load_settings
 
     monkeypatch.setenv("TAGGER_MAX_SENTENCES", "3")
-    assert Limits.from_env().sentences == 3
+    assert Limits.from_settings(load_settings()).sentences == 3
     monkeypatch.setenv("TAGGER_MAX_SENTENCES", "many")
-    with pytest.raises(ValueError, match="TAGGER_MAX_SENTENCES must be an integer"):
-        Limits.from_env()
+    with pytest.raises(SettingsError, match="TAGGER_MAX_SENTENCES: Input should be a valid integer"):
+        load_settings()
 
 
 @pytest.fixture

@@ -232,3 +232,19 @@ def test_texts_are_cut_as_the_models_corpus_was(pos_server, ner_server):
     assert [t["text"] for t in pos[0]["tokens"]][:8] == ["A", "state", "-", "of", "-", "the", "-", "art"]
     assert [t["text"] for t in ner[0]["tokens"]][:3] == ["A", "state-of-the-art", "cat"]
     assert [t["text"] for t in ner[0]["tokens"]][-4:] == ["does", "n't", "run", "."]
+
+
+def test_a_damaged_store_entry_stops_bentoml_serve_naming_it(tmp_path, tiny_pos_run):
+    """The entry process checks the model's store entry (bentoml.models.get) before any worker starts."""
+    from tests.serve.conftest import START_TIMEOUT, package_into, start, stop
+
+    tag = package_into(tmp_path, tiny_pos_run, "tagger")
+    (weights,) = (tmp_path / "models").rglob("weights.safetensors")
+    weights.write_bytes(weights.read_bytes()[:-8] + b"\0" * 8)
+    server = start(tmp_path, "tagger:latest", "damaged")
+    try:
+        code = server.proc.wait(timeout=START_TIMEOUT)
+    finally:
+        stop(server)
+    assert code != 0
+    assert f"PackageError: {tag}: weights.safetensors does not match the sha256" in server.logs(), server.logs()

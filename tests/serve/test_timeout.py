@@ -1,4 +1,4 @@
-"""BentoML's request timeout, with its timer cancelled (serve.middleware.fix_bentoml_timeout)."""
+"""BentoML's request timeout, with its timer cancelled (serve.bentoml_internals.fix_bentoml_timeout)."""
 from __future__ import annotations
 
 import asyncio
@@ -11,7 +11,7 @@ import weakref
 import pytest
 from bentoml._internal.server.http.traffic import TimeoutMiddleware
 
-from serve.middleware import fix_bentoml_timeout
+from serve.bentoml_internals import fix_bentoml_timeout
 
 SPAN = contextvars.ContextVar("span")  # stands in for the tracing span set by an outer middleware
 
