@@ -7,27 +7,11 @@ metric it returns is what a sweeper optimises.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import hydra
 from omegaconf import DictConfig
 
+from tagger.training.configs import CONF_DIR, config_dir  # noqa: F401  (tagger.train.CONF_DIR: where the configs are)
 from tagger.training.run import train
-
-
-def config_dir() -> Path:
-    """The Hydra configs: ``tagger/conf`` in an installed package (setuptools installs the checkout's ``conf/``
-    there), ``conf/`` at the top of a checkout. An absolute path, so `tagger train` and `python -m tagger.train`
-    find the configs wherever they run."""
-    package = Path(__file__).resolve().parent
-    candidates = (package / "conf", package.parent / "conf")
-    found = next((c for c in candidates if (c / "train.yaml").is_file()), None)
-    if found is None:
-        raise FileNotFoundError(f"no Hydra configs (train.yaml) in {' or '.join(map(str, candidates))}")
-    return found
-
-
-CONF_DIR = config_dir()
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")

@@ -77,21 +77,10 @@ def tiny_data(tmp_path_factory) -> Path:
 
 def compose(overrides: list[str], output_dir: Path):
     """The real conf/train.yaml composed as Hydra would, for tests."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import open_dict
-
     import tagger.training.run  # noqa: F401  (registers the main_metric resolver)
+    from tagger.training.configs import compose as compose_config
 
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = hydra_compose("train", overrides=overrides, return_hydra_config=True)
-    HydraConfig.instance().set_config(cfg)
-    with open_dict(cfg):
-        cfg.output_dir = str(output_dir)
-    return cfg
+    return compose_config(overrides, output_dir, CONF_DIR)
 
 
 FAST = ["trainer.max_epochs=2", "~callbacks.progress_bar", "+trainer.enable_progress_bar=false", "data.batch_size=8", "threads=1"]
