@@ -13,6 +13,8 @@ import sys
 # name -> (module whose main runs, one line for --help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("tagger.train", "train a tagger; Hydra overrides, e.g. data=conll2003 model=bilstm head=crf"),
+    "tune": ("tagger.commands.tune", "search hyper-parameters with Optuna: hparams_search=NAME, --storage URL shared "
+             "by processes (tune extra)"),
     "evaluate": ("tagger.commands.evaluate", "score a model on a labelled file (--input), or a run on its own corpus"),
     "predict": ("tagger.commands.predict",
                 "tag a file (tokens, raw text, conll, conllu, jsonl) -> jsonl, conll or conllu"),

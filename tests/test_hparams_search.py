@@ -1,4 +1,4 @@
-"""hparams_search=optuna_self_attention end to end through ``python -m tagger.train``, with the study in SQLite."""
+"""tagger tune end to end: two processes at once complete trials of one study in SQLite, and a third continues it."""
 from __future__ import annotations
 
 import json
@@ -13,34 +13,52 @@ from omegaconf import OmegaConf
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _search(tmp_path: Path, data_dir: Path, sweep_dir: Path, storage: str, n_trials: int) -> None:
-    r = subprocess.run([sys.executable, "-m", "tagger.train", "hparams_search=optuna_self_attention", f"data_dir={data_dir}",
-                        f"hydra.sweep.dir={sweep_dir}", f"hydra.sweeper.storage={storage}",
-                        f"hydra.sweeper.n_trials={n_trials}", "hydra.sweeper.sampler.n_startup_trials=2",
-                        "trainer.max_epochs=1", "data.batch_size=8", "~callbacks.progress_bar",
-                        "+trainer.enable_progress_bar=false"],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert r.returncode == 0, r.stderr[-3000:]
+def _tune(cwd: Path, data_dir: Path, storage: str, n_trials: int) -> subprocess.Popen:
+    """A `tagger tune` process on the tiny corpus: tiny models, 2 epochs, 2 random trials before TPE."""
+    command = [sys.executable, "-m", "tagger.cli", "tune", "hparams_search=optuna_self_attention", f"data_dir={data_dir}",
+               "trainer.max_epochs=2", "data.batch_size=8", "~callbacks.progress_bar", "+trainer.enable_progress_bar=false",
+               "model.d_model=choice(16, 32)", "model.ffn_dim=32", "model.layers=1", "model.heads=2",
+               "search.sampler.n_startup_trials=2", "--storage", storage, "--study-name", "shared",
+               "--sweep-dir", "sweep", "--n-trials", str(n_trials)]
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    return subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": path})
+
+
+def _finish(process: subprocess.Popen) -> dict:
+    out, err = process.communicate(timeout=900)
+    assert process.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
 
 
 @pytest.mark.slow
-def test_optuna_search_runs_with_sqlite_storage_and_resumes(tmp_path, tiny_data):
+def test_two_processes_share_one_study_in_sqlite_and_a_third_continues_it(tmp_path, tiny_data):
     import optuna
 
-    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
-    _search(tmp_path, tiny_data, tmp_path / "sweep", storage, n_trials=3)
-    study = optuna.load_study(study_name="self_attention", storage=storage)
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    processes = [_tune(tmp_path, tiny_data, storage, n_trials=3) for _ in range(2)]
+    for p in processes:
+        _finish(p)
+    study = optuna.load_study(study_name="shared", storage=storage)
     trials = study.get_trials(deepcopy=False)
-    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 3
-    # each trial's value is the dev metric its run dir recorded, with the sampled parameters in its config
-    for t in trials:
+    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 6
+    assert sorted(t.number for t in trials) == list(range(6))  # numbered by the study: no run dir written twice
+    by_process = {pid: [t for t in trials if t.user_attrs["pid"] == pid] for pid in (p.pid for p in processes)}
+    assert [len(ts) for ts in by_process.values()] == [3, 3]
+    # the two ran at the same time: a trial of one started while one of the other was running
+    a, b = by_process.values()
+    assert any(s.datetime_start < t.datetime_complete and t.datetime_start < s.datetime_complete for s in a for t in b)
+    for t in trials:  # each trial's value is the dev metric its run dir recorded, with its sampled parameters
         run = json.loads((tmp_path / "sweep" / f"trial{t.number}" / "metrics.json").read_text())
-        assert t.value == pytest.approx(run["dev"]["acc"])
+        assert t.user_attrs["run_dir"] == str(tmp_path / "sweep" / f"trial{t.number}")
+        assert t.value == pytest.approx(run["dev"]["acc"]) and t.user_attrs["test"] == pytest.approx(run["test"]["acc"])
         assert run["config"]["model"]["d_model"] == t.params["model.d_model"]
-    best = OmegaConf.load(tmp_path / "sweep" / "optimization_results.yaml")
-    assert best["best_value"] == pytest.approx(max(t.value for t in trials))
+        assert run["config"]["optimizer"]["lr"] == pytest.approx(t.params["optimizer.lr"])
 
-    # the same storage and study name continue the study (TPE now samples from the stored trials)
-    _search(tmp_path, tiny_data, tmp_path / "sweep2", storage, n_trials=2)
-    study = optuna.load_study(study_name="self_attention", storage=storage)
-    assert [t.number for t in study.get_trials(states=[optuna.trial.TrialState.COMPLETE])] == [0, 1, 2, 3, 4]
+    # the same storage and study name continue the study: TPE samples from all six stored trials
+    result = _finish(_tune(tmp_path, tiny_data, storage, n_trials=1))
+    assert result["trials"] == {"COMPLETE": 7}
+    assert result["best_value"] == pytest.approx(max(t.value for t in optuna.load_study(
+        study_name="shared", storage=storage).get_trials(deepcopy=False)))
+    assert OmegaConf.load(tmp_path / "sweep" / "optimization_results.yaml")["best_trial"] == result["best_trial"]
+    assert (tmp_path / "sweep" / "trial6" / "metrics.json").exists()
