@@ -102,6 +102,34 @@ report-cross-corpus: setup report-pos report-ner
 	$(PY) -m tagger.report.results --compare reports/cross_corpus/README.md --title "Across corpora: from scratch and with GloVe 6B 50d vectors (make cross-corpus)" \
 	  --column "from scratch=$(CC_SCRATCH)|rare-word dropout alpha 1.0 (embedder.rare_word_dropout=1.0)|rare-word dropout alpha 1.0 (embedder.rare_word_dropout=1.0), the run set of reports/ner" \
 	  --column "GloVe 6B 50d=$(CC_GLOVE)" --column "tuned self-attention + GloVe=$(CC_TUNED)"
+# make transfer: each encoder fine-tuned from its CoNLL-2003 model with GloVe (seed 1 of make compare, or
+# TRANSFER_SRC=DIR holding MODEL-glove_seed1) on BTC and WikiGold, beside the same encoders from scratch with GloVe
+# (self-attention: also the tuned fine-tuning recipe); seeds 1-3 for self-attention, 1-2 for the others; then
+# make report-transfer (reports/transfer/btc, reports/transfer/wikigold, results.jsonl). About 3 hours on 2 cores.
+TRANSFER_SRC ?= multirun/cross_corpus/conll2003
+TR_SWEEP = hydra.sweep.dir=multirun/transfer 'hydra.sweep.subdir=$${data_name}/$${model_name}-$(1)_seed$${seed}'
+TR_FINETUNED := fine-tuned from CoNLL-2003 (init_from, experiment=ner_finetune)
+TR_FINETUNED_SA := fine-tuned from CoNLL-2003, tuned recipe (init_from, experiment=ner_finetune_self_attention)
+.PHONY: transfer report-transfer
+transfer: setup
+	-$(PY) -m tagger.train -m experiment=ner_finetune_self_attention data=btc,wikigold seed=1,2,3 \
+	  init_from=$(TRANSFER_SRC)/self_attention_ner-glove_seed1 $(call TR_SWEEP,finetune_tuned)
+	-$(PY) -m tagger.train -m experiment=ner_finetune data=btc,wikigold seed=1,2,3 \
+	  init_from=$(TRANSFER_SRC)/self_attention_ner-glove_seed1 $(call TR_SWEEP,finetune)
+	-for m in bilstm window_fc; do $(PY) -m tagger.train -m experiment=ner_finetune model=$$m data=btc,wikigold seed=1,2 \
+	  init_from=$(TRANSFER_SRC)/$$m-glove_seed1 $(call TR_SWEEP,finetune); done
+	-$(PY) -m tagger.train -m experiment=ner data=btc,wikigold seed=1,2,3 $(call TR_SWEEP,scratch)
+	$(MAKE) report-transfer
+
+# the reports score each init_from source zero-shot on the corpus beside its fine-tuned and from-scratch runs
+report-transfer: setup
+	for d in btc wikigold; do \
+	  $(PY) -m tagger.report multirun/transfer/$$d --out reports/transfer/$$d --no-eval \
+	    --title "$$d: fine-tuned from CoNLL-2003 (init_from), from scratch and zero-shot" $(ARGS) || exit 1; done
+	$(PY) -m tagger.report.results multirun/transfer/*/*-finetune_tuned_seed* --variant "$(TR_FINETUNED_SA)"
+	$(PY) -m tagger.report.results multirun/transfer/*/*-finetune_seed* --variant "$(TR_FINETUNED)"
+	$(PY) -m tagger.report.results multirun/transfer/*/*-scratch_seed* --variant "$(CC_GLOVE)"
+
 CC_SCRATCH := from scratch, defaults (experiment=compare_ner)
 CC_GLOVE := GloVe 6B 50d vectors (embedder=glove)
 CC_TUNED := tuned self-attention with GloVe 6B 50d vectors (experiment=ner_self_attention_best or pos_self_attention_best, embedder=glove)

@@ -117,6 +117,9 @@ def test_auxiliary_objective_bad_value_names_the_key(tmp_path, tiny_data):
     ("pos_self_attention_large", ["experiment=pos_self_attention_best", "embedder=glove", "model.d_model=192",
                                   "model.heads=6", "model.ffn_dim=384"]),
     ("ner", ["experiment=compare_ner", "model=self_attention_ner", "embedder=glove"]),
+    ("ner_finetune_self_attention", ["experiment=ner_finetune", "data.doc_window=128", "data.batch_size=5",
+                                     "model.window=[3,null]", "aux=adversarial", "aux.epsilon=0.02",
+                                     "trainer.max_epochs=25", "callbacks.early_stopping.patience=6"]),
     ("pos", ["experiment=compare_pos", "model=self_attention", "embedder=glove"]),
 ])
 def test_best_recipe_is_the_configuration_its_results_were_trained_with(tmp_path, tiny_data, recipe, overrides):
