@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 import bentoml
+import prometheus_client
 from bentoml.models import BentoModel
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -51,9 +52,10 @@ API_PATHS = ("/tag", "/entities", "/attention")
 # TAGGER_TRACING=1, for a deployment that sets a sample rate and an exporter.
 TRACING = {} if SETTINGS.tracing else {"excluded_urls": [f"{p}$" for p in API_PATHS]}
 MODEL = BentoModel(SETTINGS.model)
-# Prometheus (GET /metrics): sentences per model pass, i.e. how much concurrent requests were merged
-BATCH_SENTENCES = bentoml.metrics.Histogram(name="tagger_batch_sentences", documentation="sentences per model pass",
-                                            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
+# Prometheus (GET /metrics): sentences per model pass, i.e. how much concurrent requests were merged. BentoML's
+# `bentoml serve` starts each worker with PROMETHEUS_MULTIPROC_DIR set, so the worker's metrics reach /metrics.
+BATCH_SENTENCES = prometheus_client.Histogram(name="tagger_batch_sentences", documentation="sentences per model pass",
+                                              buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
 
 
 def check_store_entry(reference: BentoModel) -> None:

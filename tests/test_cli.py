@@ -42,7 +42,8 @@ def test_closed_stdout_ends_quietly(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "tagger.cli", "--help"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     proc.stdout.close()  # nobody reads: the first write fails with a broken pipe
-    err = proc.stderr.read().decode()
+    with proc.stderr:
+        err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141
     assert "Traceback" not in err and "BrokenPipe" not in err
 

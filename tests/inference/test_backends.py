@@ -2,12 +2,17 @@
 tolerance, for a tagger trained from scratch and one trained with pretrained vectors."""
 from __future__ import annotations
 
+import logging
+from types import SimpleNamespace
+
 import pytest
 import torch
+import torch.nn as nn
 
 from tagger.artifacts.checkpoint import load_checkpoint
 from tagger.data.readers import read_conllu
-from tagger.inference.backends import BACKENDS, BackendError, bf16_native, make_predictor
+from tagger.inference.backends import (BACKENDS, QUANTIZE_DYNAMIC_DEPRECATION, BackendError, bf16_native,
+                                       make_predictor)
 from tests.conftest import train_tiny
 from tests.data.test_vectors import DIM, write_vectors
 
@@ -39,13 +44,8 @@ def model_and_corpus(request, tiny_pos_run, tiny_data, tmp_path_factory):
     return loaded, sentences, reference
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_backend_tags_as_fp32_does(model_and_corpus, backend):
-    loaded, sentences, reference = model_and_corpus
-    if backend == "bf16" and not bf16_native():
-        pytest.skip("this CPU has no native bf16")
-    predictor = make_predictor(loaded.tagger, loaded.vocab, backend, threads=1)
-    assert predictor.backend_name == backend
+def assert_tags_as_fp32(predictor, sentences, reference, backend: str) -> None:
+    """``predictor``'s tags of ``sentences`` are fp32's (``reference``) within ``backend``'s tolerances."""
     got = predictor.predict(sentences)
     pairs = [(a, b) for s, r in zip(got, reference) for a, b in zip(s, r)]
     assert [len(s) for s in got] == [len(s) for s in sentences]
@@ -54,6 +54,70 @@ def test_backend_tags_as_fp32_does(model_and_corpus, backend):
     allowed = max(MAX_TAG_CHANGES[backend] * len(pairs), 1 if MAX_TAG_CHANGES[backend] else 0)
     assert changed <= allowed, f"{changed} of {len(pairs)} tags differ from fp32"
     assert max(abs(a.score - b.score) for a, b in pairs) <= SCORE_ATOL[backend]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backend_tags_as_fp32_does(model_and_corpus, backend):
+    loaded, sentences, reference = model_and_corpus
+    if backend == "bf16" and not bf16_native():
+        pytest.skip("this CPU has no native bf16")
+    predictor = make_predictor(loaded.tagger, loaded.vocab, backend, threads=1)
+    assert predictor.backend_name == backend
+    assert_tags_as_fp32(predictor, sentences, reference, backend)
+
+
+def _removed(*args, **kwargs):
+    raise NotImplementedError("quantize_dynamic is gone from this torch")
+
+
+# torch.ao.quantization is deprecated: int8 falls back where quantize_dynamic is missing or raises, to bf16 where the
+# CPU has it natively, else to fp32
+@pytest.mark.parametrize("native", [True, False], ids=["bf16-native", "no-bf16"])
+@pytest.mark.parametrize("how", ["missing", "raising"])
+def test_int8_falls_back_where_quantize_dynamic_is_gone(model_and_corpus, monkeypatch, caplog, how, native):
+    import tagger.inference.backends
+
+    if native and not bf16_native():
+        pytest.skip("this CPU has no native bf16")
+    loaded, sentences, reference = model_and_corpus
+    monkeypatch.setattr(tagger.inference.backends, "bf16_native", lambda: native)
+    if how == "missing":
+        monkeypatch.delattr(torch.ao.quantization, "quantize_dynamic")
+    else:
+        monkeypatch.setattr(torch.ao.quantization, "quantize_dynamic", _removed)
+    with caplog.at_level(logging.WARNING, logger="tagger.inference.backends"):
+        predictor = make_predictor(loaded.tagger, loaded.vocab, "int8", threads=1)
+    fallback = "bf16" if native else "fp32"
+    assert predictor.backend_name == fallback
+    assert f"backend int8 runs as {fallback}: torch.ao.quantization.quantize_dynamic failed" in caplog.text
+    assert ("AttributeError" if how == "missing" else "NotImplementedError: quantize_dynamic is gone") in caplog.text
+    assert_tags_as_fp32(predictor, sentences, reference, "int8")
+
+
+def test_canary_quantize_dynamic_still_quantizes(model_and_corpus):
+    """Canary of the deprecated torch.ao.quantization.quantize_dynamic that int8 runs on: fails when torch removes
+    it, stops deprecating it, or changes its warning (docs/reference.md: what replaces it then)."""
+    with pytest.warns(DeprecationWarning, match=QUANTIZE_DYNAMIC_DEPRECATION):
+        q = torch.ao.quantization.quantize_dynamic(nn.Sequential(nn.Linear(4, 4)), {nn.Linear}, dtype=torch.qint8)
+    assert isinstance(q[0], torch.ao.nn.quantized.dynamic.Linear)
+    loaded, _, _ = model_and_corpus
+    predictor = make_predictor(loaded.tagger, loaded.vocab, "int8", capture=False)
+    assert predictor.backend_name == "int8"  # no fallback on this torch
+    assert any(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in predictor.backend.graph.encoder.modules())
+
+
+def test_canary_mkldnn_bf16_op():
+    """Canary of the private op bf16_native asks: fails when torch drops or renames it (bf16 would then be refused
+    everywhere, by bf16_native's fallback, below)."""
+    assert hasattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported")
+    assert isinstance(torch.ops.mkldnn._is_mkldnn_bf16_supported(), bool)
+
+
+def test_bf16_native_is_false_without_the_private_op(monkeypatch, caplog):
+    monkeypatch.setattr(torch.ops, "mkldnn", SimpleNamespace())
+    with caplog.at_level(logging.WARNING, logger="tagger.inference.backends"):
+        assert bf16_native() is False
+    assert "torch.ops.mkldnn._is_mkldnn_bf16_supported failed (AttributeError" in caplog.text
 
 
 def test_quantized_copies_leave_the_model_float(model_and_corpus):

@@ -10,8 +10,8 @@ import torch
 import torch.nn as nn
 
 from tagger.inference.backends import bf16_native, make_predictor
-from tagger.inference.capture import (CapturedEncoder, capture_encoder, capture_rows_to_tags, difference, example,
-                                      rows_example)
+from tagger.inference.capture import (TRACE_DEPRECATION, CapturedEncoder, capture_encoder, capture_rows_to_tags,
+                                      difference, example, rows_example)
 from tagger.artifacts.checkpoint import load_checkpoint
 from tagger.models.attention import GEMM_MAX_LEN
 from tagger.models.heads import CRFHead, SoftmaxHead
@@ -100,6 +100,27 @@ def test_a_captured_backend_tags_as_the_eager_one(tiny_pos_run, backend):
         want, got = eager.predict(sentences), captured.predict(sentences)
         assert [[t.tag for t in s] for s in got] == [[t.tag for t in s] for s in want]
         assert [t.score for s in got for t in s] == pytest.approx([t.score for s in want for t in s], abs=1e-6)
+
+
+def test_canary_torch_jit_trace():
+    """Canary of the deprecated torch.jit.trace that capture runs on: fails when torch removes it, stops deprecating it
+    or changes its warning (docs/reference.md: what happens then). The predictor runs eagerly without it (below)."""
+    linear = nn.Linear(3, 2).eval()
+    with pytest.warns(DeprecationWarning, match=TRACE_DEPRECATION):
+        traced = torch.jit.trace(linear, torch.randn(2, 3))
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(traced(x), linear(x))
+
+
+def test_without_torch_jit_trace_the_predictor_runs_eagerly(tiny_pos_run, monkeypatch, caplog):
+    loaded = load_checkpoint(tiny_pos_run / "checkpoints" / "best.ckpt")
+    eager = make_predictor(loaded.tagger, loaded.vocab, "fp32", capture=False)
+    monkeypatch.delattr(torch.jit, "trace")
+    with caplog.at_level(logging.WARNING, logger="tagger.inference.capture"):
+        untraced = make_predictor(loaded.tagger, loaded.vocab, "fp32")
+    assert "runs eagerly: tracing it failed" in caplog.text
+    assert not isinstance(untraced.backend.graph.encoder, CapturedEncoder) and untraced.rows_to_tags is None
+    assert untraced.predict(SENTS) == eager.predict(SENTS)
 
 
 def test_a_crf_model_captures_its_encoder_and_decodes_apart(tiny_ner_run):

@@ -104,9 +104,23 @@ def test_onnx_backend_predicts_like_torch(tmp_path, name, head, task):
     tagger, vocab = _tagger(tmp_path, VARIANTS[name] + [f"head={head}"], task)
     data, info = export_onnx(tagger, vocab)
     assert info["max_abs_diff"] < 1e-4
+    # canary of the deprecated TorchScript-based exporter: it still exports all but window_fc
+    assert info["exporter"] == ("dynamo" if name == "window_fc" else "torchscript")
     onnx = Predictor(tagger, vocab, backend=OnnxBackend(data, threads=1), batch_size=2)
     assert onnx.backend_name == "onnx"
     _same_predictions(Predictor(tagger, vocab, batch_size=2), onnx, SENTENCES + [SENTENCES[1] * 20])
+
+
+def test_torch_export_alone_exports_self_attention(tmp_path, monkeypatch):
+    """Where the deprecated TorchScript-based exporter is gone, torch.export takes the self-attention models."""
+    import tagger.inference.export
+
+    monkeypatch.setattr(tagger.inference.export, "EXPORTERS", (("dynamo", True),))
+    tagger_, vocab = _tagger(tmp_path, VARIANTS["sa-relative"] + ["head=softmax"])
+    data, info = export_onnx(tagger_, vocab)
+    assert info["exporter"] == "dynamo" and info["max_abs_diff"] < 1e-4
+    _same_predictions(Predictor(tagger_, vocab), Predictor(tagger_, vocab, backend=OnnxBackend(data, threads=1)),
+                      SENTENCES)
 
 
 def test_export_cli_on_a_trained_run_and_reload(tiny_pos_run, tmp_path):

@@ -52,17 +52,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(home: Path, model: str, name: str, backend: str = "fp32", env: dict[str, str] | None = None) -> Server:
-    """``backend``: TAGGER_BACKEND. fp32 by default: the tests compare answers with offline fp32 predictions
-    exactly, and with int8's per-batch activation scales an answer depends on the requests batched with it.
-    ``env``: more environment variables of the server."""
+def start(home: Path, model: str, name: str, backend: str | None = "fp32", env: dict[str, str] | None = None) -> Server:
+    """``backend``: TAGGER_BACKEND (None: unset, the service's default). fp32 by default: the tests compare answers
+    with offline fp32 predictions exactly, and with int8's per-batch activation scales an answer depends on the
+    requests batched with it. ``env``: more environment variables of the server."""
     port = free_port()
     log = home / f"{name}.log"
     env = {**os.environ, "BENTOML_HOME": str(home), "TAGGER_MODEL": model, "TAGGER_TORCH_THREADS": "1",
            "OMP_NUM_THREADS": "1", "BENTOML_DO_NOT_TRACK": "True", "TAGGER_BACKEND": backend, **(env or {})}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bentoml", "serve", "serve.service:TaggingService", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=REPO, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    env = {k: v for k, v in env.items() if v is not None}
+    with log.open("wb") as out:  # the server writes to its own copy of the file
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bentoml", "serve", "serve.service:TaggingService", "--host", "127.0.0.1",
+             "--port", str(port)],
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     return Server(f"http://127.0.0.1:{port}", model, proc, log)
 
 
