@@ -91,6 +91,8 @@ def read_sentences(lines: Iterable[str], fmt: str, raw_text: bool, source: str =
             if isinstance(obj, dict) and isinstance(obj.get("text"), str):
                 yield {"text": obj["text"]} | doc
             elif isinstance(obj, dict) and isinstance(obj.get("tokens"), list) and all(isinstance(t, str) for t in obj["tokens"]):
+                if "" in obj["tokens"]:
+                    raise InputError(f'{source}:{lineno}: token {obj["tokens"].index("")} is an empty string')
                 yield {"tokens": obj["tokens"]} | doc
             else:
                 raise InputError(f'{source}:{lineno}: expected {{"tokens": [strings]}} or {{"text": string}}')
@@ -111,6 +113,8 @@ def read_sentences(lines: Iterable[str], fmt: str, raw_text: bool, source: str =
                 if len(columns) != 10:
                     raise InputError(f"{source}:{lineno}: expected 10 tab-separated columns, found {len(columns)}")
                 if columns[0].isdigit():  # not a multi-word token range (3-4) or an empty node (8.1)
+                    if not columns[1]:
+                        raise InputError(f"{source}:{lineno}: empty FORM column")
                     tokens.append(columns[1])
         if tokens:
             yield {"tokens": tokens, "doc": doc}

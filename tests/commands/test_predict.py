@@ -83,7 +83,8 @@ def test_jsonl_format_mixes_tokens_and_text(tmp_path, tiny_pos_run):
     assert out[1]["offsets"] == [[0, 1], [2, 5], [5, 6]]
 
 
-@pytest.mark.parametrize("line", ['{"tokens": "the cat"}', '{"words": []}', "not json", '["a"]', '{"tokens": [1]}'])
+@pytest.mark.parametrize("line", ['{"tokens": "the cat"}', '{"words": []}', "not json", '["a"]', '{"tokens": [1]}',
+                                  '{"tokens": ["a", ""]}'])
 def test_bad_jsonl_line_names_its_line(line):
     with pytest.raises(InputError, match=r"^in\.jsonl:2: "):
         list(read_sentences([json.dumps({"tokens": ["ok"]}), line], "jsonl", False, "in.jsonl"))
@@ -94,6 +95,12 @@ def test_bad_input_exits_nonzero(tmp_path, tiny_pos_run, capsys):
     inp.write_text("oops\n")
     assert main([str(tiny_pos_run), "--input", str(inp), "--format", "jsonl"]) == 1
     assert "in.jsonl:1" in capsys.readouterr().err
+
+
+def test_empty_conllu_form_names_its_line():
+    line = "1\t\t_\tNOUN\t_\t_\t0\troot\t_\t_"
+    with pytest.raises(InputError, match=r"^in\.conllu:1: empty FORM"):
+        list(read_sentences([line], "conllu", False, "in.conllu"))
 
 
 def test_input_not_in_utf8_names_its_line_and_reads_with_encoding(tmp_path, tiny_pos_run, capsys):

@@ -48,6 +48,7 @@ def test_valid_requests():
     ({"sentences": [["a"]] * (LIMITS.sentences + 1)}, ("sentences",), ["TAGGER_MAX_SENTENCES"]),
     ({"sentences": [["a"] * (LIMITS.tokens + 1)]}, ("sentences",), ["TAGGER_MAX_TOKENS", "sentences[0]"]),
     ({"sentences": [["ok", "two words"]]}, ("sentences",), ["sentences[0][1]", "whitespace"]),
+    ({"sentences": [["ok"], ["a", ""]]}, ("sentences", 1, 1), ["at least 1 character"]),
     ({"texts": [True]}, ("texts", 0), ["string"]),
     ({"texts": ["a"] * (LIMITS.sentences + 1)}, ("texts",), ["TAGGER_MAX_SENTENCES"]),
     ({}, (), ["exactly one"]),
