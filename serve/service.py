@@ -38,7 +38,7 @@ from serve.schemas import (
     TagRequest, TagResponse,
 )
 from serve.settings import get_settings
-from tagger.api import entity_spans as decode_entities, join_sentences, make_sentence
+from tagger.api import join_sentences, make_sentence
 from tagger.tokenize import sentences as split_sentences
 
 fix_bentoml_timeout()  # else every request stays in memory for traffic.timeout seconds
@@ -94,13 +94,6 @@ def _tokenize_all(texts: list[str], field: str = "texts",
                            "(TAGGER_MAX_TOKENS)", loc)
         out.append(sents)
     return out
-
-
-def entity_spans(words: list[str], tags: list[str], scores: list[float],
-                 offsets: list[tuple[int, int]] | None, text: str | None, scheme: str = "IOB2") -> list[Entity]:
-    """Entities of one tagged sequence, decoded as the Python API decodes them (tagger.api.entity_spans: strict,
-    as scoring reads them)."""
-    return [Entity(**vars(span)) for span in decode_entities(words, tags, scores, offsets, text, scheme)]
 
 
 async def _ui(request: Request) -> FileResponse:

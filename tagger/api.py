@@ -20,7 +20,6 @@ tokenizer and the same entity decoding (:func:`entity_spans`).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -33,10 +32,6 @@ if TYPE_CHECKING:
     from tagger.data.vocab import Vocab
     from tagger.inference.predictor import Predictor
     from tagger.models.tagger import Tagger
-
-# a BentoML model-store tag: NAME or NAME:VERSION (a path that exists is never read as one)
-_STORE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_.-]+)?$")
-
 
 @dataclass
 class Span:
