@@ -47,8 +47,8 @@ class TokenPrediction(NamedTuple):  # a tuple: made once per token, so it should
 
 
 def _predictions(tags: Iterable[str], scores: Iterable[float]) -> list[TokenPrediction]:
-    """TokenPredictions made by tuple.__new__ in C, without the Python call of the named tuple's own __new__ per
-    token (that call was ~40% of the time spent making them)."""
+    """TokenPredictions made by tuple.__new__ in C: the named tuple's own __new__ is a Python call, and one is made
+    per token of every answer."""
     return list(map(tuple.__new__, itertools.repeat(TokenPrediction), zip(tags, scores)))
 
 
@@ -93,8 +93,8 @@ def encode_batch(vocab: Vocab, sentences: list[list[str]], max_word_chars: int =
 
 class InferenceGraph(nn.Module):
     """``Tagger.encode`` in eval mode, with the character CNN run once per distinct word of the batch
-    instead of once per padded token position (in a batch of 256 EWT sentences ~9% of the padded
-    (B,T,L) character grid is real characters; the CNN was half of the prediction time).
+    instead of once per padded token position: most of a padded (B,T,L) character grid is padding (in a batch of
+    256 EWT sentences ~9% of it is real characters), and a word type recurs across the batch.
 
     forward(words (B,T), types (B,T), type_chars (U,L), mask (B,T)) -> h (B,T,H), the encoder output the
     tag head decodes. What the Predictor runs, and what ``tagger export`` writes to ONNX.
