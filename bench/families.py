@@ -165,9 +165,7 @@ def load_family(family: str, data_dir: Path, extra_roots: list[Path]):
     train = read_conllu(data_dir / "ud_english_ewt" / "en_ewt-ud-train.conllu")
     labels = sorted({t for s in train for t in s["tags"]})
     vocab = Vocab.build([s["tokens"] for s in train], labels, "pos")
-    config = model_config(cfg)
-    config["embedder"]["pretrained"] = None
-    return build_tagger(config, vocab).eval(), vocab, "untrained weights (no trained run found)"
+    return build_tagger(model_config(cfg), vocab).eval(), vocab, "untrained weights (no trained run found)"
 
 
 def time_predict(predictors: dict[str, Any], sentences: list[list[str]], repeats: int) -> dict[str, list[float]]:

@@ -2,10 +2,11 @@
 
 BentoML's adaptive batching (``batchable=True``) holds each request back for a wait it learns from
 recent traffic. After a burst the learned wait stays high and decays only as new, equally delayed
-requests are logged, so a single client that follows 32 measured 43 ms p50 instead of 5 ms for a
-20-token sentence (``reports/bench_families.md``). The batcher here never waits on a clock: a call made while
-the model is idle runs at once; calls made while it is busy queue up and all run together as soon as
-it is free. Under load that batches as much as adaptive batching does; at low load it adds nothing.
+requests are logged, so a lone client that follows a burst waits the burst's wait on every request.
+The batcher here never waits on a clock: a call made while the model is idle runs at once; calls made
+while it is busy queue up and all run together as soon as it is free. Under load that batches as much
+as adaptive batching does; at low load it adds nothing (a lone client's latency: the one-client rows of
+``reports/bench_families.md``).
 
 The model runs in one dedicated thread, so two calls never run the model at the same time.
 """

@@ -86,15 +86,14 @@ class DirectAPIs:
     ``bentoml.get_current_service()``); every other request goes on to BentoML.
 
     BentoML takes an API call through Starlette's router, its endpoint wrapper, a serde, a context middleware and a
-    signature bind of the method's arguments, and the answer back through them: 0.25-0.4 ms of the event loop per
-    one-sentence request on 2 cores (``python -m tests.serve.bench_dispatch``), which halved the requests per second
-    that 32 concurrent clients got. Here the body is
-    validated by the API's input model (``model_validate_json``), the method is called with the model's fields as
-    keyword arguments, and its answer sent as BentoML sends it: a ``Response`` as it is, an output model as
-    ``model_dump_json()``; a validation error is BentoML's 400, any other exception is logged with its traceback and
-    answered with BentoML's 500. The OpenAPI document still comes from the ``@bentoml.api`` declarations, and the
-    middlewares BentoML puts before a service's own (metrics, tracing, access log, request timeout) still see every
-    request."""
+    signature bind of the method's arguments, and the answer back through them, each layer taking event-loop time
+    that every request waits for (requests/s either way, from ``python -m tests.serve.bench_dispatch``:
+    docs/reference.md, "The service"). Here the body is validated by the API's input model
+    (``model_validate_json``), the method is called with the model's fields as keyword arguments, and its answer
+    sent as BentoML sends it: a ``Response`` as it is, an output model as ``model_dump_json()``; a validation error
+    is BentoML's 400, any other exception is logged with its traceback and answered with BentoML's 500. The OpenAPI
+    document still comes from the ``@bentoml.api`` declarations, and the middlewares BentoML puts before a service's
+    own (metrics, tracing, access log, request timeout) still see every request."""
 
     def __init__(self, app: Callable, service: Any, apis: tuple[str, ...], instance: Callable[[], Any] | None = None):
         import bentoml
@@ -177,9 +176,9 @@ def fix_bentoml_timeout() -> None:
     never cancels it. asyncio keeps each timer, with a copy of the request's context (its tracing span
     and the objects that references), until it fires: ``timeout`` seconds (300 for the tagging
     service) of requests stay in memory, so under steady load the memory grows for
-    that long. Measured on a one-endpoint BentoML 1.4.40 service: ~5 KB per request with the
-    middleware, flat without it. Idempotent; applied when :mod:`serve.service` is imported, which
-    every worker does; not applied (with a warning) where the middleware is not the one copied.
+    that long (how much per request: docs/reference.md, "Memory under load"). Idempotent; applied
+    when :mod:`serve.service` is imported, which every worker does; not applied (with a warning)
+    where the middleware is not the one copied.
     """
     middleware = locate(TIMEOUT_MIDDLEWARE)
     if middleware.__call__ is not _timeout_call and unchanged(TIMEOUT_MIDDLEWARE):

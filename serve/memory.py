@@ -1,12 +1,11 @@
 """Give freed heap memory back to the operating system, at most once per interval.
 
 A model pass allocates tensors whose sizes follow the requests it merges. glibc's allocator keeps what they free on
-its heaps for reuse, and with sizes that change from pass to pass the heaps fragment: under 32 clients × 1 sentence
-the service's RSS rose from ~510 to ~835 MB in 150 s and was still rising. ``malloc_trim(0)`` hands the free pages
-back. Every 2 s (the service's default, ``TAGGER_TRIM_INTERVAL``) it held RSS under ~630 MB over 90 s at the same
-requests per second; every 0.5 s cost 6-18% of the tokens per second under 32 clients × 16 sentences (pages handed
-back are faulted in again), every 2 s nothing measurable. A fixed ``M_MMAP_THRESHOLD`` of 128 KB held RSS at ~530 MB
-too, but cost ~30% of the requests per second.
+its heaps for reuse, and with sizes that change from pass to pass the heaps fragment, so a busy worker's RSS keeps
+growing. ``malloc_trim(0)`` hands the free pages back. Not after every pass: the pages handed back are faulted in again
+by the next passes, which costs tokens per second, so the trim waits an interval (``TAGGER_TRIM_INTERVAL``, 2 s by
+default, long enough that the cost does not show). A fixed ``M_MMAP_THRESHOLD`` holds memory down too, but costs far
+more requests per second. The figures: docs/reference.md, "Settings".
 
 Hand-written because no library does this: it is one glibc call behind a clock.
 """

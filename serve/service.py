@@ -39,7 +39,7 @@ from serve.schemas import (
     TagRequest, TagResponse,
 )
 from serve.settings import get_settings
-from tagger.api import entity_spans as decode_entities, join_sentences, make_sentence
+from tagger.api import join_sentences, make_sentence
 from tagger.tokenize import sentences as split_sentences
 
 fix_bentoml_timeout()  # else every request stays in memory for traffic.timeout seconds
@@ -48,8 +48,9 @@ BACKEND = SETTINGS.backend
 UI_PAGE = Path(__file__).with_name("ui") / "index.html"
 API_PATHS = ("/tag", "/entities", "/attention")
 # BentoML records no trace unless a sample rate is configured (tracing.sample_rate, default 0), yet its OpenTelemetry
-# middleware opens a span for every request: ~0.3 ms of the event loop per /tag call. The API routes skip it unless
-# TAGGER_TRACING=1, for a deployment that sets a sample rate and an exporter.
+# middleware opens a span for every request, on the event loop that every request shares. The API routes skip it
+# unless TAGGER_TRACING=1, for a deployment that sets a sample rate and an exporter (requests/s with and without it:
+# docs/reference.md, "Speed, reliability and scaling").
 TRACING = {} if SETTINGS.tracing else {"excluded_urls": [f"{p}$" for p in API_PATHS]}
 MODEL = BentoModel(SETTINGS.model)
 # Prometheus (GET /metrics): sentences per model pass, i.e. how much concurrent requests were merged. BentoML's
@@ -98,13 +99,6 @@ def _tokenize_all(texts: list[str], field: str = "texts",
     return out
 
 
-def entity_spans(words: list[str], tags: list[str], scores: list[float],
-                 offsets: list[tuple[int, int]] | None, text: str | None, scheme: str = "IOB2") -> list[Entity]:
-    """Entities of one tagged sequence, decoded as the Python API decodes them (tagger.api.entity_spans: strict,
-    as scoring reads them)."""
-    return [Entity(**vars(span)) for span in decode_entities(words, tags, scores, offsets, text, scheme)]
-
-
 async def _ui(request: Request) -> FileResponse:
     return FileResponse(UI_PAGE, media_type="text/html")
 
@@ -117,8 +111,9 @@ pages = Starlette(routes=[Route("/ui", _ui), Route("/model", _model)])
 
 
 @bentoml.asgi_app(pages, path="/")
-# BentoML's access log writes a line per request through Python's logging: ~14% of the event loop's time under 32
-# single-sentence clients. Off unless TAGGER_ACCESS_LOG=1; /metrics still counts every request by route and status.
+# BentoML's access log writes a line per request through Python's logging, on the event loop (its share of the loop's
+# time: docs/reference.md, "The service"). Off unless TAGGER_ACCESS_LOG=1; /metrics still counts every request by route
+# and status.
 @bentoml.service(name="tagger", workers=SETTINGS.workers, traffic={"timeout": 300},
                  tracing=TRACING, logging={"access": {"enabled": SETTINGS.access_log}})
 class TaggingService:
@@ -148,8 +143,8 @@ class TaggingService:
         self.batcher = GreedyBatcher(self._tag_sentences, max_items=SETTINGS.max_batch,
                                      on_pass=BATCH_SENTENCES.observe)
         # everything loaded so far (model, vocabulary, vectors, BentoML and its imports) lives as long as the worker:
-        # out of the collector's sight, a full collection no longer rescans it (on the default POS model that
-        # rescan paused the worker ~0.1 s every few seconds under load: p99 of single-sentence /tag ~200 -> ~75 ms)
+        # frozen out of the collector's sight, so that a full collection does not rescan it and pause the worker
+        # (what a rescan costs on the default POS model: docs/reference.md, "What the predictor does for speed")
         gc.freeze()
 
     def _tag_sentences(self, items: list[tuple[int, list[str]]]) -> list[list[tuple[str, float]]]:

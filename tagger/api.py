@@ -20,7 +20,7 @@ tokenizer and the same entity decoding (:func:`entity_spans`).
 from __future__ import annotations
 
 import os
-import re
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Hashable, Sequence
@@ -32,10 +32,6 @@ if TYPE_CHECKING:
     from tagger.data.vocab import Vocab
     from tagger.inference.predictor import Predictor
     from tagger.models.tagger import Tagger
-
-# a BentoML model-store tag: NAME or NAME:VERSION (a path that exists is never read as one)
-_STORE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_.-]+)?$")
-
 
 @dataclass
 class Span:
@@ -108,6 +104,41 @@ def join_sentences(sentences: Sequence[Sentence], task: str) -> dict[str, Any]:
     return out
 
 
+ACCEPTED = "a string (one text), a list of strings (texts) or a list of token lists (pre-tokenised sentences)"
+
+
+def _shown(value: Any) -> str:
+    """``value`` for an error message: its type and a short repr."""
+    if value is None:
+        return "None"
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def classify_inputs(inputs: Any) -> tuple[str, list]:
+    """Which input a :class:`Pipeline` was given, ``"text"``, ``"texts"`` or ``"sentences"``, and its items. Anything
+    else is a TypeError naming what is accepted and what was given (for a list, the first item that does not fit)."""
+    if isinstance(inputs, str):
+        return "text", [inputs]
+    if isinstance(inputs, (bytes, bytearray)):
+        raise TypeError(f"expected {ACCEPTED}, got {type(inputs).__name__}: decode it to a str first")
+    if isinstance(inputs, Mapping) or not isinstance(inputs, Iterable):
+        raise TypeError(f"expected {ACCEPTED}, got {_shown(inputs)}")
+    items = list(inputs)
+    kind = "sentences" if items and isinstance(items[0], (list, tuple)) else "texts"
+    for i, item in enumerate(items):
+        if kind == "texts" and not isinstance(item, str):
+            raise TypeError(f"expected {ACCEPTED}; item 0 is a string (a text) but item {i} is {_shown(item)}"
+                            if i else f"expected {ACCEPTED}; item 0 is {_shown(item)}")
+        if kind == "sentences" and not isinstance(item, (list, tuple)):
+            raise TypeError(f"expected {ACCEPTED}; item 0 is a token list (a sentence) but item {i} is "
+                            f"{_shown(item)}")
+        for j, token in enumerate(item if kind == "sentences" else ()):
+            if not isinstance(token, str):
+                raise TypeError(f"expected {ACCEPTED}; sentence {i}, token {j} is {_shown(token)}, not a string")
+    return kind, items
+
+
 class Pipeline:
     """A loaded tagger with its vocabulary, labels and tokenizer convention; call it on text or tokens."""
 
@@ -146,14 +177,10 @@ class Pipeline:
         return split_sentences(text, self.tokenizer)
 
     def __call__(self, inputs: str | Sequence[str] | Sequence[Sequence[str]]):
-        if isinstance(inputs, str):
+        kind, items = classify_inputs(inputs)
+        if kind == "text":
             return self.tag_texts([inputs])[0]
-        inputs = list(inputs)
-        if all(isinstance(x, str) for x in inputs):
-            return self.tag_texts(inputs)
-        if all(isinstance(x, (list, tuple)) and all(isinstance(t, str) for t in x) for x in inputs):
-            return self.tag_sentences(inputs)
-        raise TypeError("expected a text (str), texts (list of str) or pre-tokenised sentences (list of lists of str)")
+        return self.tag_texts(items) if kind == "texts" else self.tag_sentences(items)
 
     def tag_texts(self, texts: Sequence[str]) -> list[list[Sentence]]:
         """Each raw text -> its sentences; the sentences of one text are one document."""
@@ -167,7 +194,12 @@ class Pipeline:
         return out
 
     def tag_sentences(self, sentences: Sequence[Sequence[str]]) -> list[Sentence]:
-        """Pre-tokenised sentences, each tagged alone."""
+        """Pre-tokenised sentences, each tagged alone. An empty token is a ValueError naming its sentence and index:
+        no tokenizer makes one, and the model would tag it as a word without characters."""
+        for i, sentence in enumerate(sentences):
+            if "" in sentence:
+                raise ValueError(f"sentence {i}, token {list(sentence).index('')} is an empty string; "
+                                 "a token has at least one character")
         return self.tag([list(s) for s in sentences])
 
     def tag(self, sentences: list[list[str]], docs: Sequence[Hashable] | None = None,

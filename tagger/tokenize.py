@@ -11,8 +11,8 @@ corpus (``data.tokenizer`` in ``conf/data/*.yaml``), saved in the model's vocabu
 * ``whitespace`` — tokens are the text's whitespace-separated pieces, nothing else is split.
 
 The ``ud`` and ``conll`` rules are spaCy's rule-based English tokenizer (``spacy.blank("en")``: no
-model, no download). It was chosen over NLTK's Treebank tokenizer (which rewrites quotes, so its tokens
-are not slices of the text, and whose sentence splitter needs a data download) and syntok/pysbd (less
+model, no download), rather than NLTK's Treebank tokenizer (which rewrites quotes, so its tokens
+are not slices of the text, and whose sentence splitter needs a data download) or syntok/pysbd (less
 maintained, no UD hyphen convention): spaCy's English rules already split hyphens between letters as UD
 does, keep URLs, e-mail addresses, numbers and abbreviations (``U.S.``, ``e.g.``) whole, and every token
 is a slice of the input. The CoNLL convention is the same tokenizer with the letter-hyphen-letter infix

@@ -107,6 +107,33 @@ def test_bad_sources_and_inputs_are_clear_errors(tmp_path, tiny_pos_run, store):
         tagger.load(tiny_pos_run)([1, 2])
 
 
+ACCEPTED = re.escape("expected a string (one text), a list of strings (texts) or a list of token lists")
+
+
+@pytest.mark.parametrize("inputs, given", [
+    (None, "got None$"),
+    (3, "got int 3$"),
+    (b"The cat.", "got bytes: decode it to a str first"),
+    ({"text": "The cat."}, "got dict"),
+    ([1, 2], "item 0 is int 1$"),
+    (["The cat.", 7], "item 0 is a string .* but item 1 is int 7$"),
+    ([["The", "cat"], "a dog"], "item 0 is a token list .* but item 1 is str 'a dog'$"),
+    ([["The", "cat"], ["a", None]], "sentence 1, token 1 is None, not a string$"),
+])
+def test_wrong_input_types_name_what_is_accepted_and_what_was_given(tiny_pos_run, inputs, given):
+    with pytest.raises(TypeError, match=f"^{ACCEPTED}.*{given}"):
+        tagger.load(tiny_pos_run)(inputs)
+
+
+def test_an_empty_token_is_refused_naming_sentence_and_index(tiny_pos_run):
+    nlp = tagger.load(tiny_pos_run)
+    with pytest.raises(ValueError, match="^sentence 1, token 2 is an empty string"):
+        nlp([["the", "cat"], ["a", "dog", "", "sees"]])
+    with pytest.raises(ValueError, match="^sentence 0, token 0 "):
+        nlp.tag_sentences([("", "cat")])
+    assert [s.tokens for s in nlp([["the", "cat"], []])] == [["the", "cat"], []]  # an empty sentence is no error
+
+
 @pytest.mark.parametrize("page", ["docs/usage.md", "README.md"])
 def test_usage_example_runs(tiny_pos_run, page):
     """The first Python example of docs/usage.md and of the README, on the fixture run."""

@@ -56,8 +56,15 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     return ckpt
 
 
+def _current(config: dict[str, Any]) -> dict[str, Any]:
+    """A saved model config as :func:`build_tagger` reads it. Models saved before ``embedder.vectors`` existed
+    carry ``embedder.pretrained: null``, which the embedder does not take: it is dropped."""
+    embedder = {k: v for k, v in config["embedder"].items() if not (k == "pretrained" and v is None)}
+    return {**config, "embedder": embedder}
+
+
 def model_from_parts(config: dict[str, Any], vocab: Vocab, state_dict: dict[str, torch.Tensor], source: str) -> Tagger:
-    tagger = build_tagger(config, vocab)
+    tagger = build_tagger(_current(config), vocab)
     try:
         tagger.load_state_dict(state_dict)
     except RuntimeError as e:

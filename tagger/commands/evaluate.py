@@ -29,14 +29,16 @@ class UnknownTagsError(ValueError):
 
 def read_labelled(path: str | Path, fmt: str, vocab: Vocab, word_column: int = 0, tag_column: str | None = None,
                   scheme: str | None = None, separator: str | None = None,
-                  empty_words: str = "error") -> list[dict[str, Any]]:
+                  empty_words: str = "error", encoding: str = "utf-8") -> list[dict[str, Any]]:
     """The sentences of a labelled file, tags in the model's scheme. ``fmt``: ``conllu`` (``tag_column`` upos or
     xpos, default upos) or ``conll`` (columns; ``tag_column`` an index, default -1; entity tags converted from
-    ``scheme``, default IOB2 for an entity tagger, none for POS)."""
+    ``scheme``, default IOB2 for an entity tagger, none for POS). ``encoding``: the file's."""
     from tagger.data.readers import read_conll_columns, read_conllu
+    from tagger.fileio import check_encoding
 
+    check_encoding(encoding, "--encoding")
     if fmt == "conllu":
-        return read_conllu(path, tag_column=tag_column or "upos")
+        return read_conllu(path, tag_column=tag_column or "upos", encoding=encoding)
     if fmt != "conll":
         raise ValueError(f"unknown format {fmt!r} (conll or conllu)")
     try:
@@ -48,7 +50,7 @@ def read_labelled(path: str | Path, fmt: str, vocab: Vocab, word_column: int = 0
     if vocab.tag_scheme is None and scheme.lower() != "none":
         raise ValueError(f"--scheme {scheme}: the model is a {vocab.task} tagger without an entity scheme; use --scheme none")
     return read_conll_columns(path, word_column=word_column, tag_column=column, separator=separator, scheme=scheme,
-                              target_scheme=vocab.tag_scheme or "IOB2", empty_words=empty_words)
+                              target_scheme=vocab.tag_scheme or "IOB2", empty_words=empty_words, encoding=encoding)
 
 
 def as_split(sentences: list[dict[str, Any]], vocab: Vocab, unknown_tags: str = "error",
@@ -131,6 +133,8 @@ def evaluate_file(argv: list[str]) -> int:
     parser.add_argument("--empty-words", default="error", choices=["error", "keep"],
                         help="conll: an empty word (tab-separated files) is an error (default) or kept, as "
                         "data.corpus.empty_words")
+    parser.add_argument("--encoding", default="utf-8", help="the file's encoding, as data.corpus.encoding "
+                        "(default: %(default)s)")
     parser.add_argument("--label-map", default=None, metavar="A=B,C=D",
                         help="rename the model's labels or entity types before scoring (MISC=O drops the model's "
                         "MISC entities): a model scored on a corpus whose names differ")
@@ -149,7 +153,7 @@ def evaluate_file(argv: list[str]) -> int:
         label_map = parse_label_map(args.label_map)
         model, vocab, name = load_model(args.model)
         sentences = read_labelled(args.input, args.format, vocab, args.word_column, args.tag_column, args.scheme,
-                                  separator, args.empty_words)
+                                  separator, args.empty_words, args.encoding)
         if not sentences:
             raise ValueError(f"{args.input}: no sentences")
         split = as_split(sentences, vocab, args.unknown_tags, label_map)

@@ -41,6 +41,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, TextIO
 
+from tagger.fileio import UndecodableError, check_encoding, text_lines
 from tagger.limits import BATCH_SIZE
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ def read_sentences(lines: Iterable[str], fmt: str, raw_text: bool, source: str =
             if isinstance(obj, dict) and isinstance(obj.get("text"), str):
                 yield {"text": obj["text"]} | doc
             elif isinstance(obj, dict) and isinstance(obj.get("tokens"), list) and all(isinstance(t, str) for t in obj["tokens"]):
+                if "" in obj["tokens"]:
+                    raise InputError(f'{source}:{lineno}: token {obj["tokens"].index("")} is an empty string')
                 yield {"tokens": obj["tokens"]} | doc
             else:
                 raise InputError(f'{source}:{lineno}: expected {{"tokens": [strings]}} or {{"text": string}}')
@@ -110,11 +113,32 @@ def read_sentences(lines: Iterable[str], fmt: str, raw_text: bool, source: str =
                 if len(columns) != 10:
                     raise InputError(f"{source}:{lineno}: expected 10 tab-separated columns, found {len(columns)}")
                 if columns[0].isdigit():  # not a multi-word token range (3-4) or an empty node (8.1)
+                    if not columns[1]:
+                        raise InputError(f"{source}:{lineno}: empty FORM column")
                     tokens.append(columns[1])
         if tokens:
             yield {"tokens": tokens, "doc": doc}
     else:
         raise ValueError(f"unknown input format {fmt!r} (tokens, conll, conllu or jsonl)")
+
+
+def input_lines(path: str, encoding: str = "utf-8") -> Iterator[str]:
+    """The lines of a file, or of stdin for ``-``, decoded with ``encoding``; bytes it cannot decode are an
+    :class:`InputError` naming them (and, in a file, their line)."""
+    hint = "(--encoding names the input's encoding)"
+    if path != "-":
+        try:
+            for _, line in text_lines(path, encoding):
+                yield line
+        except UndecodableError as e:
+            raise InputError(f"{e} {hint}") from None
+        return
+    if hasattr(sys.stdin, "reconfigure"):
+        sys.stdin.reconfigure(encoding=encoding)
+    try:
+        yield from sys.stdin
+    except UnicodeDecodeError as e:
+        raise InputError(f"<stdin>: bytes {e.object[e.start:e.end]!r} are not valid {encoding} {hint}") from None
 
 
 def _chunks(items: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
@@ -205,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--format", default="tokens", choices=["tokens", "conll", "conllu", "jsonl"],
                         help="input format (default: %(default)s)")
     parser.add_argument("--tokenize", action="store_true", help="tokens format: lines are raw text to tokenise")
+    parser.add_argument("--encoding", default="utf-8", help="the input's encoding (default: %(default)s)")
     parser.add_argument("--output", default="-", help="output file, - for stdout (default)")
     parser.add_argument("--output-format", default="jsonl", choices=["jsonl", "conll", "conllu"],
                         help="output format (default: %(default)s)")
@@ -220,22 +245,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
 
-    source = "<stdin>" if args.input == "-" else args.input
     try:
-        fin: TextIO = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
+        check_encoding(args.encoding, "--encoding")
+        if args.input != "-":
+            Path(args.input).open("rb").close()  # a missing or unreadable file fails before the output is opened
     except OSError as e:
         print(f"error: {args.input}: {e.strerror}", file=sys.stderr)
         return 1
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    source = "<stdin>" if args.input == "-" else args.input
     try:
         with _output(args.output) as fout:
-            for out in predict_records(pipeline, read_sentences(fin, args.format, args.tokenize, source)):
+            lines = input_lines(args.input, args.encoding)
+            for out in predict_records(pipeline, read_sentences(lines, args.format, args.tokenize, source)):
                 write_record(out, args.output_format, pipeline.task, fout)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    finally:
-        if fin is not sys.stdin:
-            fin.close()
     return 0
 
 

@@ -182,6 +182,3 @@ class TaggerDataModule(pl.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self._loader("test", False)
-
-    def split_loader(self, split: str) -> DataLoader:
-        return self._loader(split, False)

@@ -17,9 +17,9 @@ from tagger.data.vocab import IGNORE_INDEX, PAD_ID, Vocab
 def padded(rows: list[list[int]], pad: int = 0, min_width: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows of ints -> ((len(rows), width) long tensor right-padded with ``pad``, (len(rows), width) bool mask of the
     real entries), width the longest row's length (at least ``min_width``). Both are laid out in Python buffers and
-    each becomes a tensor in one call: ``torch.tensor`` on nested lists costs ~5x more per element, and in the
-    service, beside a busy event loop, each torch call of a model pass waited ~1 ms for its thread to run again (this
-    function's eight calls took ~9 ms of a 16-sentence pass under 32 clients; these two take ~0.2 ms)."""
+    each becomes a tensor in one call: ``torch.tensor`` on nested lists converts element by element, and in the
+    service, beside a busy event loop, every torch call of a model pass waits for its thread to run again, so a pass
+    should make as few as it can (docs/reference.md, "Evaluation, prediction, export")."""
     B = len(rows)
     width = max([min_width, *map(len, rows)])
     if not B or not width:

@@ -29,6 +29,7 @@ from pathlib import Path  # noqa: E402
 
 import datasets  # noqa: E402
 
+from tagger.fileio import UndecodableError, check_encoding, text_lines  # noqa: E402
 from tagger.schemes import NO_SCHEME, canonical_scheme, convert_scheme, split_tag  # noqa: E402
 
 __all__ = [
@@ -59,26 +60,26 @@ class CorpusFormatError(ValueError):
 # --------------------------------------------------------------------------- #
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
+def _lines(path: Path, encoding: str) -> Iterator[tuple[int, str]]:
     """Yield (1-based line number, line without its line terminator)."""
-    # utf-8-sig: a BOM written by some editors would otherwise glue itself to
-    # the first token or comment.
-    with path.open(encoding="utf-8-sig") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            yield lineno, line.rstrip("\r\n")
+    try:
+        yield from text_lines(path, encoding)
+    except UndecodableError as err:
+        raise CorpusFormatError(path, err.lineno, f"{err.reason} (data.corpus.encoding, or --encoding of tagger "
+                                                  "evaluate, names the file's encoding)") from None
 
 
 _CONLLU_TAG_COLUMNS = {"upos": 3, "xpos": 4}
 
 
-def read_conllu(path: str | os.PathLike, tag_column: str = "upos") -> list[Sentence]:
+def read_conllu(path: str | os.PathLike, tag_column: str = "upos", encoding: str = "utf-8") -> list[Sentence]:
     """Read a CoNLL-U file into sentences of syntactic words and their UPOS or XPOS tags.
 
     Multi-word token ranges (``3-4``) and empty nodes (``8.1``) are skipped:
     they are not the words the treebank tags.  The sentence id is taken from
     ``# sent_id = ...`` when present, else ``"<file name>:<line of first word>"``.  The document is
     the last ``# newdoc id = ...`` (``"<file name>:<line>"`` for a bare ``# newdoc``; the file name
-    before any).
+    before any). ``encoding``: the file's (a UTF-8 byte order mark is skipped).
     """
     if tag_column not in _CONLLU_TAG_COLUMNS:
         raise ValueError(f"tag_column must be one of {sorted(_CONLLU_TAG_COLUMNS)}, got {tag_column!r}")
@@ -101,7 +102,7 @@ def read_conllu(path: str | os.PathLike, tag_column: str = "upos") -> list[Sente
             )
         tokens, tags, sent_id, first_lineno = [], [], None, None
 
-    for lineno, line in _lines(path):
+    for lineno, line in _lines(path, encoding):
         if not line.strip():
             flush()
             continue
@@ -160,6 +161,7 @@ def read_conll_columns(
     target_scheme: str = "IOB2",
     docstart: str = "-DOCSTART-",
     empty_words: str = "error",
+    encoding: str = "utf-8",
 ) -> list[Sentence]:
     """Read a column file (one token per line, blank line between sentences), e.g. CoNLL-2003.
 
@@ -171,7 +173,8 @@ def read_conll_columns(
     such as the Broad Twitter Corpus hold a few, read tab-separated).  Lines whose word is `docstart` are document markers, not tokens: the sentences after one
     belong to document ``"<file name>:<line of the marker>"`` (the file name before any marker).
     Entity tags are converted per sentence from `scheme` to `target_scheme`;
-    pass ``scheme=None`` (or ``"none"``) for non-entity tags such as POS.
+    pass ``scheme=None`` (or ``"none"``) for non-entity tags such as POS. ``encoding``: the file's (a UTF-8 byte
+    order mark is skipped).
     """
     path = Path(path)
     source = None if scheme in NO_SCHEME else canonical_scheme(scheme)  # type: ignore[arg-type]
@@ -194,7 +197,7 @@ def read_conll_columns(
             sentences.append({"id": f"{path.name}:{first_lineno}", "doc": doc, "tokens": tokens, "tags": tags})
         tokens, tags, first_lineno = [], [], None
 
-    for lineno, line in _lines(path):
+    for lineno, line in _lines(path, encoding):
         if not line.strip():
             flush()
             continue
@@ -298,9 +301,10 @@ class _FileCorpus:
 
     tag_scheme: str | None = None
 
-    def __init__(self, data_dir: str, files: Mapping[str, str]) -> None:
+    def __init__(self, data_dir: str, files: Mapping[str, str], encoding: str = "utf-8") -> None:
         if not files:
             raise ValueError("`files` must map at least one split name (e.g. 'train') to a file")
+        self.encoding = check_encoding(encoding, "data.corpus.encoding")
         self.data_dir = str(data_dir)
         # Hydra passes a DictConfig; a plain dict keeps the object picklable and simple.
         self.files = {str(split): str(name) for split, name in files.items()}
@@ -343,14 +347,15 @@ class ConlluCorpus(_FileCorpus):
 
     tag_scheme: str | None = None  # POS tags have no entity scheme
 
-    def __init__(self, data_dir: str, files: Mapping[str, str], tag_column: str = "upos") -> None:
-        super().__init__(data_dir, files)
+    def __init__(self, data_dir: str, files: Mapping[str, str], tag_column: str = "upos",
+                 encoding: str = "utf-8") -> None:
+        super().__init__(data_dir, files, encoding)
         if tag_column not in _CONLLU_TAG_COLUMNS:
             raise ValueError(f"tag_column must be one of {sorted(_CONLLU_TAG_COLUMNS)}, got {tag_column!r}")
         self.tag_column = tag_column
 
     def _read(self, path: Path) -> list[Sentence]:
-        return read_conllu(path, tag_column=self.tag_column)
+        return read_conllu(path, tag_column=self.tag_column, encoding=self.encoding)
 
 
 class ColumnCorpus(_FileCorpus):
@@ -367,8 +372,9 @@ class ColumnCorpus(_FileCorpus):
         target_scheme: str = "IOB2",
         docstart: str = "-DOCSTART-",
         empty_words: str = "error",
+        encoding: str = "utf-8",
     ) -> None:
-        super().__init__(data_dir, files)
+        super().__init__(data_dir, files, encoding)
         if empty_words not in ("error", "keep"):
             raise ValueError(f"data.corpus.empty_words must be 'error' or 'keep', got {empty_words!r}")
         self.empty_words = empty_words
@@ -391,4 +397,5 @@ class ColumnCorpus(_FileCorpus):
             target_scheme=self.target_scheme,
             docstart=self.docstart,
             empty_words=self.empty_words,
+            encoding=self.encoding,
         )

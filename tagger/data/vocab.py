@@ -34,12 +34,12 @@ class Vocab:
     tag_scheme: str | None = None  # "IOB2"/"BIOES" for entity tasks, None for POS
     lowercase: bool = False
     normalize_digits: bool = True
-    counts: list[int] | None = None  # training frequency of each word (PAD, UNK: 0); None in vocabs saved before it
+    counts: list[int] | None = None  # training frequency of each word (PAD, UNK: 0); None if a saved vocab has none
     case_fallback: bool = False  # a word not in the vocabulary takes the id of its most frequent other casing
     # pretrained vectors: words[:trained_words] come from training, the rest from the vectors (None: all from training)
     trained_words: int | None = None
     vectors: str | None = None  # the vectors source the vector words came from
-    # how raw text is cut into tokens for this model (tagger.tokenize); None in vocabs saved before it: the
+    # how raw text is cut into tokens for this model (tagger.tokenize); None in a vocab saved without one: the
     # convention of the task's corpus
     tokenizer: str | None = None
     _word_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)

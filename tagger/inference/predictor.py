@@ -47,8 +47,8 @@ class TokenPrediction(NamedTuple):  # a tuple: made once per token, so it should
 
 
 def _predictions(tags: Iterable[str], scores: Iterable[float]) -> list[TokenPrediction]:
-    """TokenPredictions made by tuple.__new__ in C, without the Python call of the named tuple's own __new__ per
-    token (that call was ~40% of the time spent making them)."""
+    """TokenPredictions made by tuple.__new__ in C: the named tuple's own __new__ is a Python call, and one is made
+    per token of every answer."""
     return list(map(tuple.__new__, itertools.repeat(TokenPrediction), zip(tags, scores)))
 
 
@@ -93,8 +93,8 @@ def encode_batch(vocab: Vocab, sentences: list[list[str]], max_word_chars: int =
 
 class InferenceGraph(nn.Module):
     """``Tagger.encode`` in eval mode, with the character CNN run once per distinct word of the batch
-    instead of once per padded token position (in a batch of 256 EWT sentences ~9% of the padded
-    (B,T,L) character grid is real characters; the CNN was half of the prediction time).
+    instead of once per padded token position: most of a padded (B,T,L) character grid is padding (in a batch of
+    256 EWT sentences ~9% of it is real characters), and a word type recurs across the batch.
 
     forward(words (B,T), types (B,T), type_chars (U,L), mask (B,T)) -> h (B,T,H), the encoder output the
     tag head decodes. What the Predictor runs, and what ``tagger export`` writes to ONNX.
@@ -181,6 +181,43 @@ class TorchBackend:
         return self.graph.encode(x, mask).float()
 
 
+class _Cut(NamedTuple):
+    """The sentences of one predict call as token streams, cut into the pieces forward passes tag
+    (:meth:`Predictor._cut`)."""
+
+    runs: list[list[int]]  # the sentences of each token stream, in order
+    streams: list[list[str]]  # the tokens of each stream
+    offsets: list[list[int]]  # where each sentence of a stream starts in it (the CRF's sentence edges)
+    pieces: list[tuple[int, int, int]]  # (stream, start, end): a whole stream, or a window of a long one
+    joined: bool  # some stream holds several sentences, so a piece may too
+
+
+# what a forward pass gives back for merging: (piece, tag ids, probabilities) of each piece that is not a lone
+# sentence tagged whole (Predictor._tag_pass)
+_TaggedPieces = list[tuple[int, list[int], list[float]]]
+
+
+def _merge_windows(cut: _Cut, pieces: _TaggedPieces) -> dict[int, tuple[list[int], list[float]]]:
+    """Stream -> its tag ids and probabilities, from its pieces in piece order: each token keeps the prediction of the
+    window where it is most central (the first on a tie)."""
+    merged: dict[int, tuple[list[int], list[float]]] = {}
+    margins: dict[int, list[int]] = {}  # streams cut into several windows: each token's best margin so far
+    for p, tags, probs in pieces:
+        u, a, b = cut.pieces[p]
+        n = len(cut.streams[u])
+        if b - a == n:  # a document's whole stream in one window
+            merged[u] = (tags, probs)
+            continue
+        if u not in margins:
+            margins[u], merged[u] = [-1] * n, ([0] * n, [0.0] * n)
+        best, (best_tags, best_probs) = margins[u], merged[u]
+        for j in range(b - a):
+            margin = min(j, b - a - 1 - j)
+            if margin > best[a + j]:
+                best[a + j], best_tags[a + j], best_probs[a + j] = margin, tags[j], probs[j]
+    return merged
+
+
 class Predictor:
     """Tags lists of tokens with a trained tagger.
 
@@ -227,81 +264,93 @@ class Predictor:
         document context (``Tagger.doc_window``) adjacent sentences of one document are tagged as one
         token stream, in windows of ``doc_window`` tokens overlapping by half, so each sentence sees its
         neighbours as it did in training. Without ``docs``, or for other models, each sentence alone."""
+        cut = self._cut(sentences, docs)
+        passes = self._plan(cut)
+        out: list[list[TokenPrediction]] = [[] for _ in sentences]
+        pieces = self._run(cut, passes, out)
+        self._merge(cut, pieces, out)
+        return out
+
+    def _cut(self, sentences: list[list[str]], docs: Sequence[Hashable] | None) -> _Cut:
+        """The sentences as token streams (a run of one document's adjacent sentences for a model trained with
+        document context, else each sentence alone) and the pieces of them that forward passes tag: a whole stream,
+        or the overlapping windows of a stream longer than the window."""
         if self.doc_window and docs is not None:
             runs, size, overlap = document_runs(docs, len(sentences)), self.doc_window, self.doc_window // 2
         else:
             runs, size, overlap = [[s] for s in range(len(sentences))], self.window, self.overlap
-        # one token stream per run; a lone sentence is its own stream (no copy)
+        # a lone sentence is its own stream (no copy)
         streams = [sentences[run[0]] if len(run) == 1 else [t for s in run for t in sentences[s]] for run in runs]
-        # where each sentence starts in its stream (the CRF's sentence edges; where the stream is cut back)
         offsets = [[0] if len(run) == 1 else list(itertools.accumulate((len(sentences[s]) for s in run[:-1]), initial=0))
                    for run in runs]
-        pieces = []  # (stream index, start, end)
+        pieces = []
         for u, tokens in enumerate(streams):
             if len(tokens) > size:
                 pieces += [(u, a, b) for a, b in windows(len(tokens), size, overlap)]
             elif tokens:
                 pieces.append((u, 0, len(tokens)))
-        joined = any(len(run) > 1 for run in runs)  # some window may hold several sentences
+        return _Cut(runs, streams, offsets, pieces, joined=any(len(run) > 1 for run in runs))
 
-        labels = self.vocab.labels
-        out: list[list[TokenPrediction]] = [[] for _ in sentences]
+    def _plan(self, cut: _Cut) -> list[list[int]]:
+        """The pieces of each forward pass (:meth:`_batches`); on several streams the largest passes first, so that no
+        stream is left with a large one when the others are done."""
+        passes = self._batches([b - a for _, a, b in cut.pieces])
+        if self.streams is not None and len(passes) > 1:
+            passes.sort(key=lambda c: -len(c) * (cut.pieces[c[-1]][2] - cut.pieces[c[-1]][1]))
+        return passes
 
-        def tag_pass(chunk: list[int]) -> list[tuple[int, list[int], list[float]]]:
-            """One forward pass. The predictions of a lone sentence in one window (nearly every sentence) go straight
-            into ``out``, made here so that streams make them side by side; the other pieces come back as (piece, tag
-            ids, probabilities) to merge."""
-            spans = [pieces[p] for p in chunk]
-            texts = [streams[u] if b - a == len(streams[u]) else streams[u][a:b] for u, a, b in spans]
-            if self.rows_to_tags is not None and not joined:  # traced without sentence edges
-                pred, prob = self.words.tag(texts, self.rows_to_tags)  # (B,T), (B,T)
+    def _run(self, cut: _Cut, passes: list[list[int]], out: list[list[TokenPrediction]]) -> list[_TaggedPieces]:
+        """Run the passes, side by side on the pass threads where there are several, else in turn; each fills the
+        slots of ``out`` of the lone sentences it tags whole and gives back its other pieces (:meth:`_tag_pass`)."""
+        tag_pass = functools.partial(self._tag_pass, cut, out)
+        if self.streams is not None and len(passes) > 1:
+            return self.streams.map(tag_pass, passes)
+        return list(map(tag_pass, passes))
+
+    def _tag_pass(self, cut: _Cut, out: list[list[TokenPrediction]], chunk: list[int]) -> _TaggedPieces:
+        """One forward pass over the pieces ``chunk``, on a pass thread. A lone sentence that is one piece (nearly
+        every sentence) gets its predictions here, in its own slot of ``out``, which no other pass writes: the pass
+        threads make predictions side by side. Every other piece comes back as (piece, tag ids, probabilities) for
+        :meth:`_merge`."""
+        runs, streams, labels = cut.runs, cut.streams, self.vocab.labels
+        spans = [cut.pieces[p] for p in chunk]
+        texts = [streams[u] if b - a == len(streams[u]) else streams[u][a:b] for u, a, b in spans]
+        pred, prob = self._tag_ids(cut, spans, texts)  # (B,T), (B,T)
+        rest = []
+        for p, (u, a, b), tags, probs in zip(chunk, spans, pred.tolist(), prob.tolist()):
+            tags, probs = tags[: b - a], probs[: b - a]
+            if len(runs[u]) == 1 and b - a == len(streams[u]):
+                out[runs[u][0]] = _predictions(map(labels.__getitem__, tags), probs)
             else:
-                h, mask = self._encode(texts)  # (B,T,H), (B,T)
-                # sentence edges inside each window: the CRF decodes each sentence as its own chain
-                starts = sentence_starts([[o - a for o in offsets[u] if a < o < b] for u, a, b in spans],
-                                         mask.shape[1]) if joined else None
-                pred, prob = self.tagger.head.decode(h, mask, starts)  # (B,T), (B,T)
-            rest = []
-            for p, (u, a, b), tags, probs in zip(chunk, spans, pred.tolist(), prob.tolist()):
-                tags, probs = tags[: b - a], probs[: b - a]
-                if len(runs[u]) == 1 and b - a == len(streams[u]):
-                    out[runs[u][0]] = _predictions(map(labels.__getitem__, tags), probs)
-                else:
-                    rest.append((p, tags, probs))
-            return rest
+                rest.append((p, tags, probs))
+        return rest
 
-        chunks = self._batches([b - a for _, a, b in pieces])
-        if self.streams is not None and len(chunks) > 1:
-            # the largest passes first, so that no stream is left with a large one when the others are done
-            chunks.sort(key=lambda c: -len(c) * (pieces[c[-1]][2] - pieces[c[-1]][1]))
-            passes = self.streams.map(tag_pass, chunks)
-        else:
-            passes = list(map(tag_pass, chunks))
-        # merge windows: token t keeps the prediction of the window where it is most central (the first on a tie)
-        merged: dict[int, tuple[list[int], list[float]]] = {}  # stream -> tag ids, probs
-        margins: dict[int, list[int]] = {}  # streams cut into several windows: each token's best margin so far
-        for p, tags, probs in sorted(itertools.chain.from_iterable(passes), key=lambda r: r[0]):
-            u, a, b = pieces[p]
-            if b - a == len(streams[u]):  # a document's whole stream in one window
-                merged[u] = (tags, probs)
-                continue
-            if u not in margins:
-                margins[u], merged[u] = [-1] * len(streams[u]), ([0] * len(streams[u]), [0.0] * len(streams[u]))
-            best, (best_tags, best_probs) = margins[u], merged[u]
-            for j in range(b - a):
-                margin = min(j, b - a - 1 - j)
-                if margin > best[a + j]:
-                    best[a + j], best_tags[a + j], best_probs[a + j] = margin, tags[j], probs[j]
-        for u, (stream_tags, stream_probs) in merged.items():
-            run = runs[u]
+    def _tag_ids(self, cut: _Cut, spans: list[tuple[int, int, int]],
+                 texts: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Tag ids (B,T) and probabilities (B,T) of one pass's pieces: from the word table's rows in one traced call
+        where the backend has it and no piece holds several sentences, else the encoder output decoded by the tag
+        head, each sentence inside a piece its own chain."""
+        if self.rows_to_tags is not None and not cut.joined:  # traced without sentence edges
+            return self.words.tag(texts, self.rows_to_tags)  # (B,T), (B,T)
+        h, mask = self._encode(texts)  # (B,T,H), (B,T)
+        starts = sentence_starts([[o - a for o in cut.offsets[u] if a < o < b] for u, a, b in spans],
+                                 mask.shape[1]) if cut.joined else None  # (B,T) or None
+        return self.tagger.head.decode(h, mask, starts)  # (B,T), (B,T)
+
+    def _merge(self, cut: _Cut, pieces: list[_TaggedPieces], out: list[list[TokenPrediction]]) -> None:
+        """The sentences of the pieces the passes gave back, into ``out``: each stream's windows merged
+        (:func:`_merge_windows`), then the stream cut back into its sentences, an entity cut at a sentence edge made
+        whole (:func:`tagger.schemes.close_entities`)."""
+        labels = self.vocab.labels
+        in_order = sorted(itertools.chain.from_iterable(pieces), key=lambda r: r[0])
+        for u, (tags, probs) in _merge_windows(cut, in_order).items():
+            run, offsets = cut.runs[u], cut.offsets[u]
             if len(run) == 1:  # a sentence alone, cut into windows
-                out[run[0]] = _predictions(map(labels.__getitem__, stream_tags), stream_probs)
+                out[run[0]] = _predictions(map(labels.__getitem__, tags), probs)
                 continue
-            for s, start in zip(run, offsets[u]):  # cut the stream back into its sentences
-                end = start + len(sentences[s])
-                tags = close_entities([labels[t] for t in stream_tags[start:end]], self.vocab.tag_scheme, labels)
-                out[s] = _predictions(tags, stream_probs[start:end])
-        return out
+            for s, start, end in zip(run, offsets, offsets[1:] + [len(cut.streams[u])]):
+                sentence_tags = close_entities([labels[t] for t in tags[start:end]], self.vocab.tag_scheme, labels)
+                out[s] = _predictions(sentence_tags, probs[start:end])
 
     def _encode(self, texts: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Token lists -> encoder output h (B,T,H) and mask (B,T)."""

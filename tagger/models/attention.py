@@ -135,8 +135,8 @@ class MultiHeadSelfAttention(nn.Module):
         attn_mask = _memo(shared, ("additive", self.window, q.dtype), additive)
         B, h, T, d = q.shape
         if not self.training and T <= GEMM_MAX_LEN:
-            # inference on short inputs: two batched GEMMs around a softmax; on a 2-core CPU, for batches of 16-256
-            # sentences x 4 heads x 32 dims, 1.2-2x faster than the flash kernel up to 128 tokens; no dropout here
+            # inference on short inputs: two batched GEMMs around a softmax, as the flash kernel is slower on CPU up
+            # to GEMM_MAX_LEN tokens (docs/reference.md, "What the predictor does for speed"); no dropout here
             flat_mask = _memo(shared, ("gemm", self.window, q.dtype, h),
                               lambda: attn_mask.expand(B, h, T, T).reshape(B * h, T, T))  # (B*h,T,T)
             scores = torch.baddbmm(flat_mask, q.reshape(B * h, T, d),

@@ -121,11 +121,8 @@ class Embedder(nn.Module):
         trained_words: int | None = None,
         vector_rows: torch.Tensor | None = None,
         vector_found: torch.Tensor | None = None,
-        pretrained: str | None = None,
     ):
         super().__init__()
-        if pretrained is not None:
-            raise ValueError("embedder.pretrained is replaced by embedder.vectors (a vectors package name or a file)")
         if finetune_vectors not in FINETUNE:
             raise ValueError(f"embedder.finetune_vectors must be one of {FINETUNE}, got {finetune_vectors!r}")
         if vectors and word_dim <= 0:

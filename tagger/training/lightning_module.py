@@ -137,7 +137,6 @@ class TaggerModule(pl.LightningModule):
         # every rank computed the same figures from the same rows: the mean over ranks is each value itself
         self.log_dict({f"{stage}/{k}": float(v) for k, v in scalars.items()}, prog_bar=False, sync_dist=True)
         self.log(f"{stage}/{self.main_metric}", float(metrics[self.main_metric]), prog_bar=True, sync_dist=True)
-        self.last_metrics = {stage: metrics}
         return metrics
 
     def on_validation_epoch_end(self) -> None:

@@ -96,3 +96,15 @@ def test_label_map_renames_the_models_types_before_scoring(tmp_path, tiny_ner_ru
     assert dropped["metrics"]["per_type"]["LOC"]["recall"] == 0  # the model's LOC entities were dropped
     assert evaluate_main([*argv, "--label-map", "PER"]) == 1
     assert "NAME=NAME" in capsys.readouterr().err
+
+
+def test_a_latin1_file_is_named_by_line_and_read_with_encoding(tmp_path, tiny_ner_run, capsys):
+    f = tmp_path / "latin1.conll"
+    f.write_bytes("Mary B-PER\nsees O\n\nJosé B-PER\nsees O\n".encode("latin-1"))
+    argv = [str(tiny_ner_run), "--input", str(f), "--format", "conll"]
+    assert evaluate_main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"{f}:4: bytes b'\\xe9' are not valid utf-8" in err and "--encoding" in err
+    assert scores(tmp_path, [*argv, "--encoding", "latin-1"])["sentences"] == 2
+    assert evaluate_main([*argv, "--encoding", "latin-9000"]) == 1
+    assert "--encoding: unknown encoding 'latin-9000'" in capsys.readouterr().err

@@ -83,7 +83,8 @@ def test_jsonl_format_mixes_tokens_and_text(tmp_path, tiny_pos_run):
     assert out[1]["offsets"] == [[0, 1], [2, 5], [5, 6]]
 
 
-@pytest.mark.parametrize("line", ['{"tokens": "the cat"}', '{"words": []}', "not json", '["a"]', '{"tokens": [1]}'])
+@pytest.mark.parametrize("line", ['{"tokens": "the cat"}', '{"words": []}', "not json", '["a"]', '{"tokens": [1]}',
+                                  '{"tokens": ["a", ""]}'])
 def test_bad_jsonl_line_names_its_line(line):
     with pytest.raises(InputError, match=r"^in\.jsonl:2: "):
         list(read_sentences([json.dumps({"tokens": ["ok"]}), line], "jsonl", False, "in.jsonl"))
@@ -94,6 +95,44 @@ def test_bad_input_exits_nonzero(tmp_path, tiny_pos_run, capsys):
     inp.write_text("oops\n")
     assert main([str(tiny_pos_run), "--input", str(inp), "--format", "jsonl"]) == 1
     assert "in.jsonl:1" in capsys.readouterr().err
+
+
+def test_empty_conllu_form_names_its_line():
+    line = "1\t\t_\tNOUN\t_\t_\t0\troot\t_\t_"
+    with pytest.raises(InputError, match=r"^in\.conllu:1: empty FORM"):
+        list(read_sentences([line], "conllu", False, "in.conllu"))
+
+
+def test_input_not_in_utf8_names_its_line_and_reads_with_encoding(tmp_path, tiny_pos_run, capsys):
+    inp, out = tmp_path / "latin1.txt", tmp_path / "out.jsonl"
+    inp.write_bytes("the cat\nthe café\n".encode("latin-1"))
+    argv = [str(tiny_pos_run), "--input", str(inp), "--output", str(out)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"{inp}:2: bytes b'\\xe9' are not valid utf-8" in err and "--encoding" in err
+    assert not out.exists()  # the output is written whole or not at all
+    assert main([*argv, "--encoding", "latin-1"]) == 0
+    assert [json.loads(line)["tokens"] for line in out.read_text(encoding="utf-8").splitlines()][1] == ["the", "café"]
+
+
+def test_stdin_is_read_in_the_given_encoding(monkeypatch):
+    import io
+
+    from tagger.commands.predict import input_lines
+
+    def stdin():
+        return io.TextIOWrapper(io.BytesIO("the café\n".encode("latin-1")), encoding="utf-8")
+
+    monkeypatch.setattr("sys.stdin", stdin())
+    assert list(input_lines("-", "latin-1")) == ["the café\n"]
+    monkeypatch.setattr("sys.stdin", stdin())
+    with pytest.raises(InputError, match=r"^<stdin>: bytes b'\\xe9' are not valid utf-8"):
+        list(input_lines("-", "utf-8"))
+
+
+def test_missing_input_file_is_a_clear_error(tmp_path, tiny_pos_run, capsys):
+    assert main([str(tiny_pos_run), "--input", str(tmp_path / "nope.txt")]) == 1
+    assert "nope.txt: No such file" in capsys.readouterr().err
 
 
 def test_missing_model_is_a_clear_error(tmp_path, capsys):

@@ -94,6 +94,32 @@ def test_read_conllu_malformed_line(tmp_path: Path, bad_line: str, what: str) ->
     assert info.value.lineno == 5
 
 
+def latin1_file(path: Path, text: str) -> Path:
+    path.write_bytes(text.encode("latin-1"))
+    return path
+
+
+# 2,000 ASCII sentences first: the text layer decodes the file in blocks, so the line must be found, not guessed
+LATIN1_CONLLU = "".join(f"{conllu_line('1', 'ok')}\n\n" for _ in range(2000)) + conllu_line("1", "café") + "\n"
+
+
+def test_read_conllu_not_utf8_names_file_line_encoding_and_bytes(tmp_path: Path) -> None:
+    path = latin1_file(tmp_path / "latin1.conllu", LATIN1_CONLLU)
+    with pytest.raises(CorpusFormatError) as info:
+        read_conllu(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}:4001: ") and info.value.lineno == 4001
+    assert "utf-8" in message and r"b'\xe9'" in message and "data.corpus.encoding" in message
+    sents = read_conllu(path, encoding="latin-1")
+    assert len(sents) == 2001 and sents[-1]["tokens"] == ["café"]
+
+
+def test_utf8_byte_order_mark_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "bom.conllu"
+    path.write_bytes("\ufeff# sent_id = s1\n".encode() + conllu_line("1", "ok").encode() + b"\n")
+    assert read_conllu(path) == [{"id": "s1", "doc": "bom.conllu", "tokens": ["ok"], "tags": ["NOUN"]}]
+
+
 # --------------------------------------------------------------------------- #
 # read_conll_columns
 # --------------------------------------------------------------------------- #
@@ -268,8 +294,21 @@ def test_corpus_missing_file(tmp_path: Path, cls: type) -> None:
     assert "data_dir=" in message and "TAGGER_DATA_DIR" in message
 
 
+@pytest.mark.parametrize("cls", [ColumnCorpus, ConlluCorpus])
+def test_corpus_encoding_option(tmp_path: Path, cls: type) -> None:
+    text = CONLL03.replace("Paris", "Besançon") if cls is ColumnCorpus else CONLLU.replace("Hello world", "Été")
+    for name in SPLITS.values():
+        latin1_file(tmp_path / name, text)
+    with pytest.raises(CorpusFormatError, match=r"train\.txt:\d+: bytes .* are not valid utf-8"):
+        cls(str(tmp_path), SPLITS).load()
+    dd = cls(str(tmp_path), SPLITS, encoding="latin-1").load()
+    assert {"Besançon", "Été"} & {t for sent in dd["train"]["tokens"] for t in sent}
+
+
 def test_corpus_rejects_bad_config(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="allowed schemes"):
         ColumnCorpus(str(tmp_path), SPLITS, scheme="IOBES")
     with pytest.raises(ValueError, match="tag_column"):
         ConlluCorpus(str(tmp_path), SPLITS, tag_column="lemma")
+    with pytest.raises(ValueError, match="data.corpus.encoding: unknown encoding 'latin-9000'"):
+        ColumnCorpus(str(tmp_path), SPLITS, encoding="latin-9000")

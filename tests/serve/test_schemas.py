@@ -1,4 +1,4 @@
-"""In-process pieces of the service: request validation, the body-limit middleware, entity spans,
+"""In-process pieces of the service: request validation, the body-limit middleware, entity spans (through /entities),
 and the branches a tiny self-attention fixture cannot reach through HTTP."""
 from __future__ import annotations
 
@@ -48,6 +48,7 @@ def test_valid_requests():
     ({"sentences": [["a"]] * (LIMITS.sentences + 1)}, ("sentences",), ["TAGGER_MAX_SENTENCES"]),
     ({"sentences": [["a"] * (LIMITS.tokens + 1)]}, ("sentences",), ["TAGGER_MAX_TOKENS", "sentences[0]"]),
     ({"sentences": [["ok", "two words"]]}, ("sentences",), ["sentences[0][1]", "whitespace"]),
+    ({"sentences": [["ok"], ["a", ""]]}, ("sentences", 1, 1), ["at least 1 character"]),
     ({"texts": [True]}, ("texts", 0), ["string"]),
     ({"texts": ["a"] * (LIMITS.sentences + 1)}, ("texts",), ["TAGGER_MAX_SENTENCES"]),
     ({}, (), ["exactly one"]),
@@ -109,32 +110,45 @@ def test_middleware_rejects_bad_utf8_and_content_types(limited_app):
     assert limited_app.post("/other", content=b"\xe9", headers={"content-type": "text/plain"}).status_code == 200
 
 
-def test_entity_spans_with_offsets_and_bioes(service_module):
-    text = "Mary Smith met Anna in New York"
-    words = text.split()
-    offsets, at = [], 0
-    for w in words:
-        at = text.index(w, at)
-        offsets.append((at, at + len(w)))
-        at += len(w)
-    tags = ["B-PER", "E-PER", "O", "S-PER", "O", "B-LOC", "E-LOC"]
-    scores = [0.9, 0.7, 1.0, 0.5, 1.0, 0.8, 0.6]
-    spans = service_module.entity_spans(words, tags, scores, offsets, text, "BIOES")
-    assert [(e.text, e.label, e.token_start, e.token_end) for e in spans] == [
-        ("Mary Smith", "PER", 0, 2), ("Anna", "PER", 3, 4), ("New York", "LOC", 5, 7)]
-    assert spans[0].score == pytest.approx(0.8) and text[spans[2].start:spans[2].end] == "New York"
-    no_offsets = service_module.entity_spans(words, ["B-PER", "I-PER", "O", "O", "O", "B-LOC", "I-LOC"], scores, None, None)
-    assert [(e.text, e.start) for e in no_offsets] == [("Mary Smith", None), ("New York", None)]
-    # strict IOB2, as scoring reads entities: an I- after O opens none
-    strict = service_module.entity_spans(words, ["B-PER", "I-PER", "O", "I-PER", "O", "O", "I-LOC"], scores, None, None)
-    assert [(e.text, e.label) for e in strict] == [("Mary Smith", "PER")]
-
-
 def _front(service_module, **metadata):
     svc = service_module.TaggingService.inner.__new__(service_module.TaggingService.inner)
     svc._info = {"tag": "tagger:test", "metadata": {"task": "pos", "supports_attention": True, **metadata},
                  "config": {"model": {"_target_": "tagger.models.bilstm.BiLSTMEncoder"}}, "window": 512}
     return svc
+
+
+def _entities(service_module, tags: list[str], scheme: str = "IOB2", **given) -> list[tuple]:
+    """/entities of one sentence or text whose tokens the model tags ``tags`` (scores 0.9, 0.7, 1.0, ...)."""
+    svc = _front(service_module, task="ner", tag_scheme=scheme)
+    svc._info["tokenizer"] = "conll"
+    scores = [0.9, 0.7, 1.0, 0.5, 1.0, 0.8, 0.6]
+
+    async def predict(sentences):
+        (words,) = sentences
+        assert len(words) == len(tags)
+        return [list(zip(tags, scores))]
+
+    svc.predict = predict
+    response = asyncio.run(svc.entities(**given))
+    return [(e.text, e.label, e.token_start, e.token_end, e.start, e.end, round(e.score, 4))
+            for e in response.results[0].entities]
+
+
+def test_entities_with_offsets_in_the_models_scheme(service_module):
+    text = "Mary Smith met Anna in New York"
+    tags = ["B-PER", "E-PER", "O", "S-PER", "O", "B-LOC", "E-LOC"]
+    assert _entities(service_module, tags, "BIOES", texts=[text]) == [
+        ("Mary Smith", "PER", 0, 2, 0, 10, 0.8), ("Anna", "PER", 3, 4, 15, 19, 0.5), ("New York", "LOC", 5, 7, 23, 31, 0.7)]
+
+
+def test_entities_of_tokens_given_have_no_offsets_and_are_read_strictly(service_module):
+    words = "Mary Smith met Anna in New York".split()
+    tags = ["B-PER", "I-PER", "O", "O", "O", "B-LOC", "I-LOC"]
+    assert [e[:2] + e[4:6] for e in _entities(service_module, tags, sentences=[words])] == [
+        ("Mary Smith", "PER", None, None), ("New York", "LOC", None, None)]
+    # strict IOB2, as scoring reads entities: an I- after O opens none
+    strict = ["B-PER", "I-PER", "O", "I-PER", "O", "O", "I-LOC"]
+    assert [e[:2] for e in _entities(service_module, strict, sentences=[words])] == [("Mary Smith", "PER")]
 
 
 def test_attention_refused_for_models_without_attention(service_module):

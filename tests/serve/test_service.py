@@ -77,6 +77,7 @@ MALFORMED = [
     (b'{"sentences": []}', 400, ["sentences", "at least 1"]),
     (b'{"sentences": [[]]}', 400, ["sentences", "at least 1"]),
     (b'{"sentences": [["a b"]]}', 400, ["sentences[0][0]", "whitespace"]),
+    (b'{"sentences": [["a", ""]]}', 400, ["sentences", "at least 1 character"]),
     (b'{"sentences": [["a"]], "texts": ["b"]}', 400, ["exactly one"]),
     (b"{}", 400, ["exactly one", "sentences", "texts"]),
     (b"", 400, ["exactly one"]),
