@@ -44,9 +44,8 @@ def differing_keys(source: Mapping[str, Any], target: Mapping[str, Any], prefix:
 
 def check_compatible(source: Mapping[str, Any], target: Mapping[str, Any]) -> None:
     """The embedder settings that shape copied parameters must be the source's (TransferError naming them)."""
-    wanted = {k: source["embedder"].get(k) for k in EMBEDDER_KEYS}
-    given = {k: target["embedder"].get(k) for k in EMBEDDER_KEYS}
-    problems = differing_keys(wanted, given, "embedder")
+    problems = differing_keys(*({k: config["embedder"].get(k) for k in EMBEDDER_KEYS} for config in (source, target)),
+                              "embedder")
     if problems:
         raise TransferError("init_from: the embedder differs from the source's in " + "; ".join(problems))
 
@@ -113,9 +112,8 @@ def copy_parameters(target: Tagger, target_vocab: Vocab, source: Tagger, source_
                 param.copy_(src[name])
                 report.copied.append(name)
     if mismatched:
-        keys = differing_keys(source_config["model"], target_config["model"], "model") \
-            + differing_keys({k: source_config["embedder"].get(k) for k in EMBEDDER_KEYS},
-                             {k: target_config["embedder"].get(k) for k in EMBEDDER_KEYS}, "embedder")
+        # the embedder's shaping keys already match (check_compatible above): only the model's can differ
+        keys = differing_keys(source_config["model"], target_config["model"], "model")
         raise TransferError("init_from: the model config differs from the source's in "
                             + ("; ".join(keys) or "no config key (another encoder class?)")
                             + f" (parameters of another shape: {', '.join(mismatched)}); set the model config "
