@@ -47,13 +47,21 @@ def split_tag(tag: str, scheme: str) -> tuple[str, str | None]:
     return prefix, label
 
 
+def entity_kind(label: str) -> tuple[str, str] | None:
+    """``B-PER`` -> ``("B", "PER")``; None for a label without a one-letter prefix (``O``, ``NOUN``). Unlike
+    :func:`split_tag` it takes any label set, a POS tagger's included."""
+    prefix, sep, kind = label.partition("-")
+    return (prefix, kind) if sep and len(prefix) == 1 else None
+
+
 def map_label(label: str, label_map: Mapping[str, str]) -> str:
     """A source label under ``label_map``: the whole label (``NOUN`` -> ``PROPN``) or the entity type of a tag
     (``person`` -> ``PER`` turns ``B-person`` into ``B-PER``). A type mapped to ``O`` drops the entity."""
     if label in label_map:
         return label_map[label]
-    prefix, sep, kind = label.partition("-")
-    if sep and len(prefix) == 1 and kind in label_map:
+    split = entity_kind(label)
+    if split and split[1] in label_map:
+        prefix, kind = split
         return "O" if label_map[kind] == "O" else f"{prefix}-{label_map[kind]}"
     return label
 

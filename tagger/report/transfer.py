@@ -7,11 +7,12 @@ from typing import Any
 from tagger.report.sections import Context, _num
 from tagger.report.stats import fmt, mean_std
 from tagger.report.sweeps import Run
+from tagger.schemes import entity_kind
 
 
 def _kinds(labels: list[str]) -> set[str]:
     """Entity types (``B-PER`` -> ``PER``) or, for labels without a prefix, the labels themselves."""
-    return {label.split("-", 1)[1] if label[1:2] == "-" else label for label in labels if label != "O"}
+    return {(entity_kind(label) or (None, label))[1] for label in labels if label != "O"}
 
 
 def zero_shot_map(source_labels: list[str], target_labels: list[str], label_map: dict[str, str]) -> dict[str, str]:
