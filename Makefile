@@ -154,7 +154,7 @@ serve: setup
 # (reports/bench.md); `make bench-families`: each model family, training and HTTP (reports/bench_families.md).
 # Both need a quiet machine. BENCH_ARGS=--quick checks a bench in minutes.
 # make fuzz / make soak serve a trained run (RUN=run_dir, default: a comparison run) on a free port.
-.PHONY: fuzz kill-resume soak bench-families
+.PHONY: fuzz kill-resume soak bench-families bench-ab
 
 # the bench extra (spaCy's en_core_web_sm, py-spy), installed once per change of the dependencies
 BENCH_STAMP := $(VENV)/.bench-installed-stamp
@@ -164,6 +164,11 @@ $(BENCH_STAMP): $(STAMP)
 
 bench: setup data $(BENCH_STAMP)
 	$(PY) -m bench.backends $(RUN) $(BENCH_ARGS)
+
+# make bench-ab OLD=CHECKOUT [RUN=...]: the default backend's tokens/s of an older checkout (a git worktree) against this one,
+# taking turns in one run; BENCH_ARGS=... passes more (e.g. --rounds 8)
+bench-ab: setup data
+	$(PY) -m bench.ab $(OLD) . tag $(or $(RUN),$(error RUN=MODEL is required)) $(BENCH_ARGS)
 
 bench-families: setup data
 	$(PY) -m bench.families $(BENCH_ARGS)

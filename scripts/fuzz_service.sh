@@ -5,13 +5,15 @@
 # methods); schemathesis.toml lists the statuses the document gives beyond the checks' defaults.
 #   scripts/fuzz_service.sh [MAX_EXAMPLES]         (make fuzz; a trained run must exist)
 # Against a service that is already running: TAGGER_URL=http://127.0.0.1:3000 scripts/fuzz_service.sh
+# One worker thread: CPython 3.11's AST constructor is not thread-safe (python/cpython#106905) and hypothesis
+# parses strategy source while describing examples, so two worker threads can fail inside the fuzzer itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 EXAMPLES=${1:-${FUZZ_EXAMPLES:-200}}
 mkdir -p reports
 FUZZ="$(dirname "$PY")/schemathesis --config-file schemathesis.toml run \$TAGGER_URL/docs.json --checks all --max-examples $EXAMPLES \
-  --seed ${FUZZ_SEED:-1} --workers 2 --no-color --request-timeout 60 --generation-database none \
+  --seed ${FUZZ_SEED:-1} --workers 1 --no-color --request-timeout 60 --generation-database none \
   --report junit --report-junit-path reports/fuzz-junit.xml"
 if [ -n "${TAGGER_URL:-}" ]; then
   exec bash -c "$FUZZ"
