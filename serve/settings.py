@@ -11,7 +11,9 @@ docs/reference.md carries (tests/serve/test_settings.py checks the two agree).
 """
 from __future__ import annotations
 
+import difflib
 import functools
+import os
 from typing import Any, Literal, Optional
 
 from bentoml.exceptions import BentoMLConfigException
@@ -23,6 +25,9 @@ from tagger.inference.backends import BACKENDS, DEFAULT_BACKEND, BackendError, c
 from tagger.limits import BATCH_SIZE, MAX_TOKENS, STREAMS
 
 ENV_PREFIX = "TAGGER_"
+# TAGGER_* variables of the project's tools, not of the service: scripts/with_service.py gives the URL and pid of the
+# service it started to the command it runs, and the benchmarks read their corpora from TAGGER_DATA_DIR
+TOOL_VARIABLES = frozenset({"TAGGER_URL", "TAGGER_PID", "TAGGER_DATA_DIR"})
 
 
 class SettingsError(BentoMLConfigException):
@@ -88,15 +93,31 @@ def env_name(field: str) -> str:
     return f"{ENV_PREFIX}{field.upper()}"
 
 
+def unknown_variables() -> list[str]:
+    """``TAGGER_*`` variables of the environment that are no setting (a mistyped name would otherwise leave its
+    setting at the default unnoticed), each with the setting its name is closest to, if any."""
+    known = {env_name(name) for name in ServiceSettings.model_fields}
+    lines = []
+    for name in sorted(n for n in os.environ if n.upper().startswith(ENV_PREFIX)):
+        if name.upper() in known or name.upper() in TOOL_VARIABLES:
+            continue
+        close = difflib.get_close_matches(name.upper(), sorted(known), n=1, cutoff=0.8)
+        lines.append(f"{name}: not a setting of the service" + (f" (did you mean {close[0]}?)" if close else ""))
+    return lines
+
+
 def load_settings(**values: Any) -> ServiceSettings:
     """The settings from the environment (``values``, by field name, take precedence); :class:`SettingsError` naming
-    every invalid variable."""
+    every invalid variable, and every ``TAGGER_*`` variable that is no setting."""
+    lines = unknown_variables()
     try:
-        return ServiceSettings(**values)
+        settings = ServiceSettings(**values)
     except ValidationError as e:
         lines = [f"{env_name(str(err['loc'][0])) if err['loc'] else 'settings'}: {err['msg']} (got {err['input']!r})"
-                 for err in e.errors(include_url=False)]
+                 for err in e.errors(include_url=False)] + lines
+    if lines:
         raise SettingsError("invalid service settings:\n  " + "\n  ".join(lines)) from None
+    return settings
 
 
 @functools.cache

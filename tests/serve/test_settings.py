@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from serve.settings import SettingsError, ServiceSettings, load_settings, markdown_table
+from serve.settings import TOOL_VARIABLES, SettingsError, ServiceSettings, load_settings, markdown_table
 from tagger.inference.backends import BACKENDS, DEFAULT_BACKEND
 from tests.serve.conftest import REPO, START_TIMEOUT, start, stop
 
@@ -74,6 +74,15 @@ def test_every_bad_variable_is_named_at_once(env):
     assert named == ["TAGGER_WORKERS", "TAGGER_BATCH_SIZE", "TAGGER_MAX_BATCH"]
 
 
+def test_a_mistyped_variable_is_named_with_the_setting_it_resembles(env):
+    env(TAGGER_WORKRES="2", TAGGER_COLOUR="blue", TAGGER_URL="http://127.0.0.1:1", TAGGER_DATA_DIR="data")
+    with pytest.raises(SettingsError) as error:
+        load_settings()
+    lines = re.findall(r"^  (TAGGER_.*)$", str(error.value), re.M)
+    assert lines == ["TAGGER_COLOUR: not a setting of the service",
+                     "TAGGER_WORKRES: not a setting of the service (did you mean TAGGER_WORKERS?)"]
+
+
 def test_a_backend_this_cpu_cannot_run_is_refused(env, monkeypatch):
     import tagger.inference.backends
 
@@ -117,7 +126,7 @@ def test_the_reference_has_the_table_of_every_setting():
 
 
 def test_the_service_reads_the_environment_only_through_the_settings():
-    names = {f"TAGGER_{name.upper()}" for name in ServiceSettings.model_fields}
+    names = {f"TAGGER_{name.upper()}" for name in ServiceSettings.model_fields} | TOOL_VARIABLES
     for path in sorted((REPO / "serve").glob("*.py")):
         source = path.read_text(encoding="utf-8")
         if path.name != "settings.py":
