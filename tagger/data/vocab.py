@@ -5,6 +5,7 @@ checkpoint (``to_dict``), and loaded — never rebuilt — for evaluation, packa
 """
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections import Counter
@@ -42,6 +43,9 @@ class Vocab:
     # how raw text is cut into tokens for this model (tagger.tokenize); None in a vocab saved without one: the
     # convention of the task's corpus
     tokenizer: str | None = None
+    # a multi-task model's tasks, in order: name -> {"task": "pos"|"ner", "labels": [...], "tag_scheme": ...}; the
+    # fields labels, task and tag_scheme above are then the first task's. None: a model of one task
+    tasks: dict[str, dict] | None = None
     _word_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     _lower_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     _char_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
@@ -61,6 +65,11 @@ class Vocab:
                 self._lower_index.setdefault(w.lower(), i)
         self._char_index = {c: i for i, c in enumerate(self.chars)}
         self.tokenizer = check_convention(self.tokenizer or default_convention(self.task))
+        if self.tasks is not None:
+            first = next(iter(self.tasks.values()), None)
+            if first is None or (list(first["labels"]), first["task"], first.get("tag_scheme")) != \
+                    (list(self.labels), self.task, self.tag_scheme):
+                raise ValueError("vocab labels, task and tag_scheme must be those of its first task")
 
     # -- building ---------------------------------------------------------------------------
     @classmethod
@@ -132,6 +141,26 @@ class Vocab:
         """Number of ids (PAD and UNK included) that come from the training split; the rest are vector words."""
         return len(self.words) if self.trained_words is None else self.trained_words
 
+    @property
+    def task_names(self) -> list[str]:
+        """The names of the model's tasks: a multi-task model's, in order; a single-task model's one task kind."""
+        return list(self.tasks) if self.tasks is not None else [self.task]
+
+    def for_task(self, name: str) -> "Vocab":
+        """This vocabulary with the labels, task and scheme of the task ``name`` (the words, characters and their
+        indices are shared, not copied). A single-task vocabulary is its own one task."""
+        if self.tasks is None:
+            if name != self.task:
+                raise ValueError(f"task {name!r}: the model has one task, {self.task!r}")
+            return self
+        if name not in self.tasks:
+            raise ValueError(f"task {name!r}: the model's tasks are {', '.join(self.tasks)}")
+        view = copy.copy(self)
+        spec = self.tasks[name]
+        view.labels, view.task, view.tag_scheme = list(spec["labels"]), spec["task"], spec.get("tag_scheme")
+        view.tasks = None
+        return view
+
     # -- encoding ---------------------------------------------------------------------------
     def normalize(self, word: str) -> str:
         if self.lowercase:
@@ -169,7 +198,8 @@ class Vocab:
 
     # -- persistence ------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+        # a single-task vocabulary is saved without a tasks entry: its files stay those of a model of one task
+        return {k: v for k, v in asdict(self).items() if not k.startswith("_") and not (k == "tasks" and v is None)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Vocab":
