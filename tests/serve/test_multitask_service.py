@@ -58,3 +58,24 @@ def test_model_lists_the_tasks_with_labels_and_metrics(multitask_server, tiny_mu
     contract = multitask_server.get("/docs.json").json()["components"]["schemas"]
     assert "tasks" in contract["TokenOut"]["properties"] and "tasks" not in contract["TokenOut"].get("required", [])
     assert "tasks" in contract["ModelCard"]["properties"]
+
+
+def test_ui_shows_every_tasks_tag_and_the_entities(multitask_server, tiny_multitask_run, tmp_path):
+    import re
+    import urllib.parse
+
+    from tests.serve.test_ui import CHROMIUM, TEXT, chromium
+
+    if CHROMIUM is None:
+        pytest.skip("headless Chromium not installed (apt-get install chromium)")
+    url = f"{multitask_server.url}/ui?" + urllib.parse.urlencode({"text": TEXT, "autorun": "1"})
+    dom = chromium(tmp_path, url, "--dump-dom").stdout
+    shown = dom[dom.index('<div id="tokens">'):dom.index('<div id="attn"')]
+    tokens = re.findall(r'<span class="w">([^<]*)</span><span class="t">([^<]*)</span>', shown)
+    (offline,) = tagger.load(tiny_multitask_run)(TEXT)
+    assert [w for w, _ in tokens] == offline.tokens, dom[dom.index('<div id="error">'):][:500]
+    assert [t for _, t in tokens] == [f"{p} · {n}" for p, n in zip(offline.tasks["pos"].tags,
+                                                                      offline.tasks["ner"].tags)]
+    entities = dom[dom.index('<div id="entities">'):dom.index('<div id="tokens">')]
+    marked = re.findall(r"<mark[^>]*>([^<]*)<sub>(\w+)</sub>", entities)
+    assert [(text, label) for text, label in marked] == [(s.text, s.label) for s in offline.tasks["ner"].spans]
