@@ -22,7 +22,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from tagger.data.datamodule import TaggerDataModule
-from tagger.data.vocab import Vocab
+from tagger.data.vocab import MultiTaskVocab, Vocab
 
 
 def task_batch_counts(sizes: dict[str, int], temperature: float) -> dict[str, int]:
@@ -130,8 +130,8 @@ class MultiTaskDataModule(pl.LightningDataModule):
                             first.labels, first.task, first.tag_scheme, self.min_freq, self.lowercase,
                             self.normalize_digits, self.case_fallback, vectors=self.vectors,
                             tokenizer=self.tokenizer, base=self.base_vocab)
-        vocab.tasks = {name: {"task": c.task, "labels": c.labels, "tag_scheme": c.tag_scheme}
-                       for name, c in loaded.items()}
+        vocab = MultiTaskVocab.with_tasks(vocab, {name: {"task": c.task, "labels": c.labels, "tag_scheme": c.tag_scheme}
+                                                  for name, c in loaded.items()})
         self.vocab = vocab
         for name, module in self.tasks.items():
             module.corpus, module.vocab = loaded[name], vocab.for_task(name)

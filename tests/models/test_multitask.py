@@ -1,11 +1,13 @@
 """Several heads on one body: each head learns only from its own task's batches (tagger/models/multitask.py)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
 from tagger.data.encoding import collate, encode_sentence
-from tagger.data.vocab import Vocab
+from tagger.data.vocab import MultiTaskVocab, Vocab
 from tagger.models.multitask import MultiTaskTagger, build_model
 
 POS = ["DET", "NOUN", "VERB"]
@@ -18,9 +20,8 @@ CONFIG = {"embedder": {"_target_": "tagger.models.embedder.Embedder", "word_dim"
 
 def _vocab() -> Vocab:
     vocab = Vocab.build([["the", "cat", "sees"], ["John", "sees", "Mary"]], POS, "pos")
-    vocab.tasks = {"pos": {"task": "pos", "labels": POS, "tag_scheme": None},
-                   "ner": {"task": "ner", "labels": NER, "tag_scheme": "IOB2"}}
-    return vocab
+    return MultiTaskVocab.with_tasks(vocab, {"pos": {"task": "pos", "labels": POS, "tag_scheme": None},
+                                            "ner": {"task": "ner", "labels": NER, "tag_scheme": "IOB2"}})
 
 
 def _batch(vocab: Vocab, task: str) -> dict:
@@ -72,3 +73,16 @@ def test_tasks_of_the_config_and_the_vocabulary_must_agree():
     swapped = {**CONFIG, "tasks": {"ner": CONFIG["tasks"]["ner"], "pos": CONFIG["tasks"]["pos"]}}
     with pytest.raises(ValueError, match="tasks"):
         build_model(swapped, _vocab())
+
+
+def test_the_vocabulary_keeps_each_tasks_labels_through_saving():
+    vocab = _vocab()
+    again = Vocab.from_dict(json.loads(json.dumps(vocab.to_dict())))
+    assert isinstance(again, MultiTaskVocab) and again.tasks == vocab.tasks and again.words == vocab.words
+    ner = again.for_task("ner")
+    assert (ner.labels, ner.task, ner.tag_scheme, ner.tasks) == (NER, "ner", "IOB2", None)
+    assert ner.word_id("Mary") == again.word_id("Mary") != 1  # the shared word table
+    single = Vocab.build([["the", "cat"]], POS, "pos")
+    assert "tasks" not in single.to_dict() and single.for_task("pos") is single and single.task_names == ["pos"]
+    with pytest.raises(ValueError, match="first task"):
+        MultiTaskVocab.with_tasks(single, {"ner": {"task": "ner", "labels": NER, "tag_scheme": "IOB2"}})
