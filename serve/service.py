@@ -99,6 +99,13 @@ def _tokenize_all(texts: list[str], field: str = "texts",
     return out
 
 
+def _task_kinds(metadata: dict[str, Any]) -> dict[str, tuple[str, str | None]] | None:
+    """A multi-task model's tasks, name -> (kind, tag scheme), from its package metadata; None for a model of one
+    task."""
+    tasks = metadata.get("tasks")
+    return {name: (card["task"], card.get("tag_scheme")) for name, card in tasks.items()} if tasks else None
+
+
 async def _ui(request: Request) -> FileResponse:
     return FileResponse(UI_PAGE, media_type="text/html")
 
@@ -138,9 +145,6 @@ class TaggingService:
         self._info = {"tag": packaged.tag, "metadata": packaged.metadata, "config": packaged.config,
                       "window": self.predictor.window, "doc_window": self.predictor.doc_window,
                       "tokenizer": packaged.vocab.tokenizer, "backend": self.predictor.backend_name}
-        # a multi-task model: task name -> (kind, tag scheme); every pass decodes each task's head (None: one task)
-        self._kinds = {name: (packaged.vocab.for_task(name).task, packaged.vocab.for_task(name).tag_scheme)
-                       for name in packaged.vocab.task_names} if packaged.vocab.tasks is not None else None
         self.trimmer = HeapTrimmer(SETTINGS.trim_interval)
         self._calls = itertools.count()  # a document id per call: calls merged into one pass stay apart
         self.batcher = GreedyBatcher(self._tag_sentences, max_items=SETTINGS.max_batch,
@@ -152,7 +156,7 @@ class TaggingService:
 
     def _tag_sentences(self, items: list[tuple[int, list[str]]]) -> list[Any]:
         sentences, docs = [s for _, s in items], [d for d, _ in items]
-        if self._kinds is None:
+        if self.predictor.vocab.tasks is None:
             out: list[Any] = self.predictor.predict(sentences, docs)  # (tag, score) named tuples
         else:  # one encoder pass, every head: per sentence, task name -> (tag, score) per token
             by_task = self.predictor.predict_tasks(sentences, docs)
@@ -207,9 +211,10 @@ class TaggingService:
                 return tokenized
             groups = [[([w for w, _, _ in s], [(a, b) for _, a, b in s]) for s in sents] for sents in tokenized]
         predictions = iter(await self.predict([words for group in groups for words, _ in group]))
-        if self._kinds is not None:
+        kinds = _task_kinds(info["metadata"])
+        if kinds is not None:
             return [join_sentences([make_task_sentence(words, {name: ([t for t, _ in p], [sc for _, sc in p])
-                                                               for name, p in by_task.items()}, self._kinds,
+                                                               for name, p in by_task.items()}, kinds,
                                                        offsets, texts[i] if texts is not None else None)
                                     for (words, offsets), by_task in zip(group, predictions)], task)
                     for i, group in enumerate(groups)]
@@ -246,7 +251,8 @@ class TaggingService:
         """Entity spans {text, label, start, end, score} of an NER model (of a multi-task model: of its first entity
         task)."""
         info = await self.info()
-        if info["metadata"].get("task") != "ner" and "ner" not in {kind for kind, _ in (self._kinds or {}).values()}:
+        kinds = _task_kinds(info["metadata"]) or {}
+        if info["metadata"].get("task") != "ner" and "ner" not in {kind for kind, _ in kinds.values()}:
             return _reject(f"/entities needs an NER model; {info['tag']} is a {info['metadata'].get('task')} "
                            "tagger (use /tag)", ["model"], status=404)
         tagged = await self._tagged(sentences, texts)
