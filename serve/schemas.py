@@ -155,13 +155,25 @@ class ErrorResponse(BaseModel):
     detail: list[ErrorDetail]
 
 
+class TaskCard(BaseModel):
+    """One task of a multi-task model, on ``GET /model``."""
+
+    task: str = Field(description="pos or ner")
+    tag_scheme: str | None
+    labels: list[str]
+    metrics: dict[str, Any] = Field(description="main metric name and dev/test scores of the task")
+
+
 class ModelCard(BaseModel):
     """``GET /model``."""
 
     name: str = Field(description="the model's tag in the BentoML store")
-    task: str
-    tag_scheme: str | None
-    labels: list[str]
+    task: str = Field(description="pos, ner, or multitask for a model of several tasks (listed in tasks)")
+    tag_scheme: str | None = Field(description="the entity scheme (a multi-task model: its first task's)")
+    labels: list[str] = Field(description="the model's labels (a multi-task model: its first task's)")
+    tasks: dict[str, TaskCard] | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="a multi-task model's tasks, in its order, by name (absent for a model of one task)")
     metrics: dict[str, Any] = Field(description="main metric name and dev/test scores")
     supports_attention: bool
     window: int = Field(description="tokens per model window; longer inputs are windowed")
@@ -172,12 +184,22 @@ class ModelCard(BaseModel):
     provenance: dict[str, Any]
 
 
+class TaskTag(BaseModel):
+    tag: str = Field(description="the task's predicted tag")
+    score: float = Field(description="the model's probability of that tag")
+
+
 class TokenOut(BaseModel):
     text: str = Field(description="the token")
-    tag: str = Field(description="predicted tag (for NER, in the model's tag scheme)")
+    tag: str = Field(description="predicted tag (for NER, in the model's tag scheme; a multi-task model: its first "
+                                 "task's)")
     score: float = Field(description="the model's probability of that tag (the CRF's marginal)")
     start: int | None = Field(default=None, description="character offset in the text (texts input only)")
     end: int | None = Field(default=None, description="end offset, exclusive: text[start:end] == token")
+    tasks: dict[str, TaskTag] | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="a multi-task model: every task's tag and score by task name, from one encoder pass (absent "
+                    "for a model of one task)")
 
 
 class TaggedSequence(BaseModel):
@@ -186,7 +208,7 @@ class TaggedSequence(BaseModel):
 
 class TagResponse(BaseModel):
     model: str = Field(description="the model's tag in the BentoML store")
-    task: str
+    task: str = Field(description="pos, ner, or multitask (each token then carries tasks)")
     results: list[TaggedSequence] = Field(description="one per input sentence or text, in order")
 
 

@@ -39,7 +39,7 @@ from serve.schemas import (
     TagRequest, TagResponse,
 )
 from serve.settings import get_settings
-from tagger.api import join_sentences, make_sentence
+from tagger.api import join_sentences, make_sentence, make_task_sentence
 from tagger.tokenize import sentences as split_sentences
 
 fix_bentoml_timeout()  # else every request stays in memory for traffic.timeout seconds
@@ -99,6 +99,13 @@ def _tokenize_all(texts: list[str], field: str = "texts",
     return out
 
 
+def _task_kinds(metadata: dict[str, Any]) -> dict[str, tuple[str, str | None]] | None:
+    """A multi-task model's tasks, name -> (kind, tag scheme), from its package metadata; None for a model of one
+    task."""
+    tasks = metadata.get("tasks")
+    return {name: (card["task"], card.get("tag_scheme")) for name, card in tasks.items()} if tasks else None
+
+
 async def _ui(request: Request) -> FileResponse:
     return FileResponse(UI_PAGE, media_type="text/html")
 
@@ -147,15 +154,20 @@ class TaggingService:
         # (what a rescan costs on the default POS model: docs/reference.md, "What the predictor does for speed")
         gc.freeze()
 
-    def _tag_sentences(self, items: list[tuple[int, list[str]]]) -> list[list[tuple[str, float]]]:
+    def _tag_sentences(self, items: list[tuple[int, list[str]]]) -> list[Any]:
         sentences, docs = [s for _, s in items], [d for d, _ in items]
-        out = self.predictor.predict(sentences, docs)  # (tag, score) named tuples
+        if self.predictor.vocab.tasks is None:
+            out: list[Any] = self.predictor.predict(sentences, docs)  # (tag, score) named tuples
+        else:  # one encoder pass, every head: per sentence, task name -> (tag, score) per token
+            by_task = self.predictor.predict_tasks(sentences, docs)
+            out = [{name: tagged[i] for name, tagged in by_task.items()} for i in range(len(sentences))]
         self.trimmer.maybe_trim()  # freed tensor memory back to the OS, at most every TAGGER_TRIM_INTERVAL s
         return out
 
-    async def predict(self, sentences: list[list[str]]) -> list[list[tuple[str, float]]]:
-        """Tags of sentences: [(tag, probability)] per token; concurrent calls share model passes.
-        The sentences of one call are one document (context for a model trained with ``data.doc_window``)."""
+    async def predict(self, sentences: list[list[str]]) -> list[Any]:
+        """Tags of sentences: [(tag, probability)] per token (a multi-task model: task name -> that list);
+        concurrent calls share model passes. The sentences of one call are one document (context for a model
+        trained with ``data.doc_window``)."""
         doc = next(self._calls)
         return await self.batcher([(doc, s) for s in sentences])
 
@@ -169,10 +181,15 @@ class TaggingService:
     async def model_card(self) -> JSONResponse:
         info = self._info
         meta = info["metadata"]
+        tasks = {"tasks": {name: {"task": card.get("task"), "tag_scheme": card.get("tag_scheme"),
+                                  "labels": card.get("labels"),
+                                  "metrics": {"main": card.get("main_metric"), "dev": card.get("dev"),
+                                              "test": card.get("test")}}
+                           for name, card in meta["tasks"].items()}} if meta.get("tasks") else {}
         return JSONResponse({
             "name": info["tag"], "task": meta.get("task"), "tag_scheme": meta.get("tag_scheme"),
-            "labels": meta.get("labels"), "metrics": {"main": meta.get("main_metric"), "dev": meta.get("dev"),
-                                                     "test": meta.get("test")},
+            "labels": meta.get("labels"), **tasks,
+            "metrics": {"main": meta.get("main_metric"), "dev": meta.get("dev"), "test": meta.get("test")},
             "supports_attention": meta.get("supports_attention"), "window": info["window"],
             "doc_window": info.get("doc_window"), "backend": info.get("backend"),
             "limits": vars(LIMITS), "config": info["config"],
@@ -194,6 +211,13 @@ class TaggingService:
                 return tokenized
             groups = [[([w for w, _, _ in s], [(a, b) for _, a, b in s]) for s in sents] for sents in tokenized]
         predictions = iter(await self.predict([words for group in groups for words, _ in group]))
+        kinds = _task_kinds(info["metadata"])
+        if kinds is not None:
+            return [join_sentences([make_task_sentence(words, {name: ([t for t, _ in p], [sc for _, sc in p])
+                                                               for name, p in by_task.items()}, kinds,
+                                                       offsets, texts[i] if texts is not None else None)
+                                    for (words, offsets), by_task in zip(group, predictions)], task)
+                    for i, group in enumerate(groups)]
         return [join_sentences([make_sentence(words, [t for t, _ in p], [sc for _, sc in p], offsets,
                                               texts[i] if texts is not None else None, task,
                                               info["metadata"].get("tag_scheme") or "IOB2")
@@ -212,17 +236,23 @@ class TaggingService:
         results = []
         for seq in tagged:
             where = seq["offsets"] or [(None, None)] * len(seq["tokens"])
-            results.append({"tokens": [{"text": w, "tag": tag, "score": score, "start": a, "end": b}
-                                       for w, tag, score, (a, b) in zip(seq["tokens"], seq["tags"], seq["scores"], where)]})
+            tokens = [{"text": w, "tag": tag, "score": score, "start": a, "end": b}
+                      for w, tag, score, (a, b) in zip(seq["tokens"], seq["tags"], seq["scores"], where)]
+            for name, answer in (seq.get("tasks") or {}).items():  # a multi-task model: every task per token
+                for token, tag, score in zip(tokens, answer["tags"], answer["scores"]):
+                    token.setdefault("tasks", {})[name] = {"tag": tag, "score": score}
+            results.append({"tokens": tokens})
         # validated in one call (pydantic-core), not one model per token: the per-token objects showed in the profile
         return TagResponse.model_validate({"model": info["tag"], "task": info["metadata"]["task"], "results": results})
 
     @bentoml.api(input_spec=TagRequest, output_spec=EntitiesResponse)
     async def entities(self, sentences: list[list[str]] | None = None,
                        texts: list[str] | None = None) -> EntitiesResponse | JSONResponse:
-        """Entity spans {text, label, start, end, score} of an NER model."""
+        """Entity spans {text, label, start, end, score} of an NER model (of a multi-task model: of its first entity
+        task)."""
         info = await self.info()
-        if info["metadata"].get("task") != "ner":
+        kinds = _task_kinds(info["metadata"]) or {}
+        if info["metadata"].get("task") != "ner" and "ner" not in {kind for kind, _ in kinds.values()}:
             return _reject(f"/entities needs an NER model; {info['tag']} is a {info['metadata'].get('task')} "
                            "tagger (use /tag)", ["model"], status=404)
         tagged = await self._tagged(sentences, texts)

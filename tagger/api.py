@@ -46,16 +46,30 @@ class Span:
 
 
 @dataclass
+class TaskTags:
+    """One task's answer for a sentence of a multi-task model."""
+    tags: list[str]
+    scores: list[float]
+    spans: list[Span] | None = None  # entities, for an entity task (None for POS)
+
+
+@dataclass
 class Sentence:
+    """A tagged sentence. A multi-task model's also has ``tasks``, each task's tags by name; its ``tags`` and
+    ``scores`` are then its first task's, and ``spans`` its first entity task's."""
     tokens: list[str]
     tags: list[str]
     scores: list[float]
     offsets: list[tuple[int, int]] | None = None  # (start, end) of each token in the text; None for tokens given
     spans: list[Span] | None = None  # entities, for entity taggers (None for POS)
+    tasks: dict[str, TaskTags] | None = None  # a multi-task model's tasks, in its order (None: a model of one task)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data (absent parts left out)."""
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        """Plain JSON-ready data (absent parts left out, a POS task's spans included)."""
+        out = {k: v for k, v in asdict(self).items() if v is not None}
+        if "tasks" in out:
+            out["tasks"] = {name: {k: v for k, v in task.items() if v is not None} for name, task in out["tasks"].items()}
+        return out
 
 
 def entity_spans(tokens: Sequence[str], tags: Sequence[str], scores: Sequence[float],
@@ -85,11 +99,29 @@ def make_sentence(tokens: Sequence[str], tags: Sequence[str], scores: Sequence[f
     return Sentence(list(tokens), list(tags), list(scores), where, spans)
 
 
+def make_task_sentence(tokens: Sequence[str], predictions: Mapping[str, tuple[Sequence[str], Sequence[float]]],
+                       kinds: Mapping[str, tuple[str, str | None]], offsets: Sequence[Sequence[int]] | None = None,
+                       text: str | None = None) -> Sentence:
+    """One sentence of a multi-task model: ``predictions`` task name -> (tags, scores), ``kinds`` task name ->
+    (task kind, tag scheme); ``tags``/``scores`` are the first task's, ``spans`` the first entity task's."""
+    tasks = {name: make_sentence(tokens, tags, scores, offsets, text, *kinds[name])
+             for name, (tags, scores) in predictions.items()}
+    first = next(iter(tasks.values()))
+    spans = next((t.spans for t in tasks.values() if t.spans is not None), None)
+    return replace(first, spans=spans, tasks={name: TaskTags(t.tags, t.scores, t.spans) for name, t in tasks.items()})
+
+
+def _shifted(spans: Sequence[Span], first: int) -> list[Span]:
+    return [replace(s, token_start=s.token_start + first, token_end=s.token_end + first) for s in spans]
+
+
 def join_sentences(sentences: Sequence[Sentence], task: str) -> dict[str, Any]:
     """The sentences of one text as one record: tokens, tags, scores and offsets in text order, ``sentences`` as
-    ``[start, end)`` token ranges, and entity ``spans`` (token indices counted over the whole text)."""
+    ``[start, end)`` token ranges, and entity ``spans`` (token indices counted over the whole text). Sentences of a
+    multi-task model add ``tasks``: per task its ``tags``, ``scores`` and, for an entity task, ``spans``."""
     out: dict[str, Any] = {"tokens": [], "tags": [], "scores": [], "offsets": [], "sentences": []}
     spans: list[Span] = []
+    tasks: dict[str, dict[str, Any]] = {}
     for sentence in sentences:
         first = len(out["tokens"])
         out["sentences"].append((first, first + len(sentence.tokens)))
@@ -97,10 +129,18 @@ def join_sentences(sentences: Sequence[Sentence], task: str) -> dict[str, Any]:
         out["tags"] += sentence.tags
         out["scores"] += sentence.scores
         out["offsets"] += sentence.offsets or []
-        spans += [replace(s, token_start=s.token_start + first, token_end=s.token_end + first)
-                  for s in sentence.spans or []]
-    if task == "ner":
+        spans += _shifted(sentence.spans or [], first)
+        for name, answer in (sentence.tasks or {}).items():
+            joined = tasks.setdefault(name, {"tags": [], "scores": []} | ({"spans": []} if answer.spans is not None
+                                                                         else {}))
+            joined["tags"] += answer.tags
+            joined["scores"] += answer.scores
+            if answer.spans is not None:
+                joined["spans"] += [asdict(s) for s in _shifted(answer.spans, first)]
+    if task == "ner" or any("spans" in t for t in tasks.values()):
         out["spans"] = [asdict(s) for s in spans]
+    if tasks:
+        out["tasks"] = tasks
     return out
 
 
@@ -149,10 +189,22 @@ class Pipeline:
         self.predictor: Predictor = make_predictor(model, vocab, backend, batch_size=batch_size)
 
     def __repr__(self) -> str:
+        if self.vocab.tasks is not None:
+            return f"Pipeline({self.name!r}, tasks={self.tasks!r}, tokenizer={self.tokenizer!r})"
         return f"Pipeline({self.name!r}, task={self.task!r}, tokenizer={self.tokenizer!r}, labels={len(self.labels)})"
 
     @property
+    def tasks(self) -> list[str]:
+        """The model's task names (a multi-task model's, in order; a single-task model's one task kind)."""
+        return self.vocab.task_names
+
+    def task_labels(self, name: str) -> list[str]:
+        """The labels of the task ``name`` (ValueError naming the model's tasks for another)."""
+        return list(self.vocab.for_task(name).labels)
+
+    @property
     def labels(self) -> list[str]:
+        """The labels of the model's task (of a multi-task model: of its first task; :meth:`task_labels`)."""
         return list(self.vocab.labels)
 
     @property
@@ -208,12 +260,30 @@ class Pipeline:
         """Tokens -> :class:`Sentence` s (the API and ``tagger predict``): ``docs`` groups adjacent sentences into
         documents; ``offsets``/``texts`` locate each sentence's tokens in its text."""
         nonempty = [i for i, s in enumerate(sentences) if s]
+        if self.vocab.tasks is not None:  # every task from one encoder pass
+            return self._tag_tasks(sentences, nonempty, docs, offsets, texts)
         preds = dict(zip(nonempty, self.predictor.predict([sentences[i] for i in nonempty],
                                                           [docs[i] for i in nonempty] if docs is not None else None)))
         return [make_sentence(tokens, [p.tag for p in preds.get(i, [])], [p.score for p in preds.get(i, [])],
                               offsets[i] if offsets is not None else None, texts[i] if texts is not None else None,
                               self.task, self.vocab.tag_scheme)
                 for i, tokens in enumerate(sentences)]
+
+    def _tag_tasks(self, sentences: list[list[str]], nonempty: list[int], docs: Sequence[Hashable] | None,
+                   offsets: Sequence[list[tuple[int, int]]] | None, texts: Sequence[str] | None) -> list[Sentence]:
+        by_task = self.predictor.predict_tasks([sentences[i] for i in nonempty],
+                                               [docs[i] for i in nonempty] if docs is not None else None)
+        kinds = {name: (view.task, view.tag_scheme) for name, view in
+                 ((name, self.vocab.for_task(name)) for name in self.predictor.task_names)}
+        position = {i: j for j, i in enumerate(nonempty)}
+        out = []
+        for i, tokens in enumerate(sentences):
+            j = position.get(i)
+            predictions = {name: ([p.tag for p in preds[j]], [p.score for p in preds[j]]) if j is not None else ([], [])
+                           for name, preds in by_task.items()}
+            out.append(make_task_sentence(tokens, predictions, kinds, offsets[i] if offsets is not None else None,
+                                          texts[i] if texts is not None else None))
+        return out
 
     def attention(self, tokens: str | Sequence[str]) -> list[list[list[list[float]]]]:
         """Attention weights ``[layer][head][query][key]`` of one sentence (a text is tokenised as one sentence);

@@ -20,6 +20,8 @@ from typing import Sequence
 from tagger.schemes import MODEL_SCHEMES, conlleval_entities, strict_entities
 
 MAIN_METRIC = {"pos": "acc", "ner": "f1"}
+# a model of several tasks is selected by the mean of its tasks' main metrics (tasks_mean)
+SELECTION = "tasks_mean"
 
 Tags = Sequence[Sequence[str]]
 
@@ -160,3 +162,9 @@ def task_metrics(task: str, gold: Tags, pred: Tags,
         result["n_unseen"] = acc["n_unseen"]
         return result
     raise ValueError(f"unknown task {task!r}; expected one of {sorted(MAIN_METRIC)}")
+
+
+def tasks_mean(metrics: dict[str, dict], kinds: dict[str, str]) -> float:
+    """The score that selects a model of several tasks: the unweighted mean over tasks of each one's main metric
+    (accuracy, entity F1, both in percent). ``metrics``: task name -> its metrics; ``kinds``: task name -> pos|ner."""
+    return sum(float(metrics[name][MAIN_METRIC[kind]]) for name, kind in kinds.items()) / len(kinds)

@@ -118,6 +118,26 @@ def tiny_ner_from_pos_run(tmp_path_factory, tiny_data, tiny_pos_run) -> Path:
                        "model.ffn_dim=32", "trainer.max_epochs=12", f"init_from={tiny_pos_run}"])
 
 
+# a tiny model of two tasks: EWT-like UPOS (softmax) and CoNLL-like entities (CRF) on one encoder
+MULTITASK = ["experiment=multitask", "embedder=default", "model.d_model=32", "model.heads=2", "model.ffn_dim=32",
+             "tasks.pos.data.batch_size=8", "tasks.ner.data.batch_size=8"]
+
+
+def train_tiny_tasks(tmp: Path, data_dir: Path, overrides: list[str]) -> Path:
+    """train_tiny for a multi-task run: batch sizes are per task (tasks.NAME.data.batch_size)."""
+    from tagger.training.run import train
+
+    fast = [f for f in FAST if not f.startswith("data.")]
+    train(compose([f"data_dir={data_dir}", *fast, *MULTITASK, *overrides], tmp))
+    return tmp
+
+
+@pytest.fixture(scope="session")
+def tiny_multitask_run(tmp_path_factory, tiny_data) -> Path:
+    """A run dir of a tiny two-task tagger: tasks pos (EWT-like, softmax) and ner (CoNLL-like, CRF)."""
+    return train_tiny_tasks(tmp_path_factory.mktemp("multitask_run"), tiny_data, ["trainer.max_epochs=8"])
+
+
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     """A private BentoML model store for the test (BENTOML_HOME too, for subprocesses)."""

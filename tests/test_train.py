@@ -29,6 +29,12 @@ def test_every_config_group_instantiates(tmp_path, tiny_data, group):
     for option in GROUPS[group]:
         if option == "gpu" and not torch.cuda.is_available():
             continue  # checked on the GPU machine (trainer=gpu) when one is lent
+        if group == "data" and option == "multitask":  # a data module around the data configs of its tasks
+            from tagger.training.multitask import multitask_datamodule
+
+            cfg = compose([f"data_dir={tiny_data}", "experiment=multitask"], tmp_path)
+            assert multitask_datamodule(cfg) is not None
+            continue
         cfg = compose([f"data_dir={tiny_data}", f"{group}={option}"], tmp_path)
         node = cfg[group]
         if group in ("embedder", "model", "head"):

@@ -15,7 +15,8 @@ import torch
 
 from tagger.data.vocab import Vocab
 from tagger.errors import CheckpointError  # noqa: F401 (raised here; importable without torch from tagger.errors)
-from tagger.models.tagger import Tagger, build_tagger
+from tagger.models.multitask import MultiTaskTagger, build_model
+from tagger.models.tagger import Tagger
 
 CHECKPOINT_KEY = "tagger"
 
@@ -26,7 +27,7 @@ class LoadedModel:
     in the BentoML store (:func:`tagger.artifacts.packaged.load_packaged`): the net, the vocabulary and the model
     config saved with it, and where it was read from."""
 
-    tagger: Tagger
+    tagger: Tagger | MultiTaskTagger  # a MultiTaskTagger where vocab.tasks names several tasks
     vocab: Vocab
     config: dict[str, Any]
     path: Path  # the checkpoint file, or the packaged model's folder in the store
@@ -63,8 +64,9 @@ def _current(config: dict[str, Any]) -> dict[str, Any]:
     return {**config, "embedder": embedder}
 
 
-def model_from_parts(config: dict[str, Any], vocab: Vocab, state_dict: dict[str, torch.Tensor], source: str) -> Tagger:
-    tagger = build_tagger(_current(config), vocab)
+def model_from_parts(config: dict[str, Any], vocab: Vocab, state_dict: dict[str, torch.Tensor],
+                     source: str) -> Tagger | MultiTaskTagger:
+    tagger = build_model(_current(config), vocab)
     try:
         tagger.load_state_dict(state_dict)
     except RuntimeError as e:

@@ -35,6 +35,7 @@ from tagger.artifacts.runs import Source, resolve
 from tagger.data.vocab import Vocab
 from tagger.fileio import write_json
 from tagger.inference.predictor import Predictor
+from tagger.metrics import MAIN_METRIC
 from tagger.models.tagger import Tagger
 
 log = logging.getLogger(__name__)
@@ -57,11 +58,25 @@ def _plain(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, bool)) else str(value)
 
 
+def _task_cards(vocab: Vocab, metrics: dict[str, Any]) -> dict[str, Any] | None:
+    """A multi-task model's tasks for its metadata: kind, scheme, labels and dev/test scores of each (None: one
+    task)."""
+    if vocab.tasks is None:
+        return None
+    return {name: {"task": spec["task"], "tag_scheme": spec.get("tag_scheme"), "labels": list(spec["labels"]),
+                   "main_metric": MAIN_METRIC[spec["task"]], "dev": _scalars((metrics.get("dev") or {}).get(name)),
+                   "test": _scalars((metrics.get("test") or {}).get(name))}
+            for name, spec in vocab.tasks.items()}
+
+
 def metadata_for(loaded: LoadedModel, source: Source, weights_sha: str) -> dict[str, Any]:
+    """``task``: pos, ner, or ``multitask`` for a model of several tasks, whose ``tasks`` then hold each task's kind,
+    scheme, labels and scores (``labels`` and ``tag_scheme`` are its first task's, as in its vocabulary)."""
     m, vocab, tagger = source.metrics, loaded.vocab, loaded.tagger
     return _plain({
         "format": FORMAT,
-        "task": vocab.task,
+        "task": vocab.task if vocab.tasks is None else "multitask",
+        "tasks": _task_cards(vocab, m),
         "tag_scheme": vocab.tag_scheme,
         "labels": list(vocab.labels),
         "data": m.get("data"),
@@ -108,12 +123,14 @@ def _probe(vocab: Vocab) -> list[list[str]]:
 
 
 def _check_same_predictions(a: Tagger, b: Tagger, vocab: Vocab, what: str) -> None:
+    """Every task's predictions of ``a`` and ``b`` on a probe, equal (PackageError otherwise)."""
     probe = _probe(vocab)
-    pa, pb = Predictor(a, vocab).predict(probe), Predictor(b, vocab).predict(probe)
-    for sa, sb in zip(pa, pb):
-        for x, y in zip(sa, sb):
-            if x.tag != y.tag or abs(x.score - y.score) > 1e-5:
-                raise PackageError(f"{what}: the packaged weights predict differently from the checkpoint")
+    pa, pb = Predictor(a, vocab).predict_tasks(probe), Predictor(b, vocab).predict_tasks(probe)
+    for task in pa:
+        for sa, sb in zip(pa[task], pb[task]):
+            for x, y in zip(sa, sb):
+                if x.tag != y.tag or abs(x.score - y.score) > 1e-5:
+                    raise PackageError(f"{what}: the packaged weights predict differently from the checkpoint")
 
 
 # -- the command -------------------------------------------------------------------------------
@@ -125,7 +142,8 @@ def package(path: str | Path, name: str = DEFAULT_NAME):
     if source.checkpoint is None:
         raise PackageError(f"{path}: already a packaged model ({source.store_tag}); give a run dir, best.json or .ckpt")
     loaded = load_checkpoint(source.checkpoint)
-    labels = {k: str(v) for k, v in (("task", loaded.vocab.task), ("data", source.metrics.get("data")),
+    task = loaded.vocab.task if loaded.vocab.tasks is None else "multitask"
+    labels = {k: str(v) for k, v in (("task", task), ("data", source.metrics.get("data")),
                                      ("model", source.metrics.get("model")), ("head", source.metrics.get("head")))
               if v is not None}
     weights = weights_bytes(loaded.tagger)

@@ -31,6 +31,9 @@ def load_parts(folder: str | Path, metadata: dict[str, Any], tag: str) -> Loaded
         raise PackageError(f"{tag}: cannot read the packaged model in {folder}: {type(e).__name__}: {e}") from e
     if metadata.get("labels") is not None and list(metadata["labels"]) != vocab.labels:
         raise PackageError(f"{tag}: {VOCAB} labels {vocab.labels} differ from the metadata's {metadata['labels']}")
+    for name, card in (metadata.get("tasks") or {}).items():
+        if name not in vocab.task_names or list(card.get("labels", [])) != vocab.for_task(name).labels:
+            raise PackageError(f"{tag}: task {name}: {VOCAB} labels differ from the metadata's {card.get('labels')}")
     tagger = model_from_parts(config, vocab, state, f"{tag} ({folder})")
     return LoadedModel(tagger, vocab, config, folder, tag=tag, metadata=metadata)
 

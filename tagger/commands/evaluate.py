@@ -3,11 +3,14 @@
 ``tagger evaluate MODEL --input FILE --format conll|conllu [--word-column N] [--tag-column C] [--scheme S]
 [--output FILE.json]`` scores a model (run dir, best.json, .ckpt or BentoML model-store tag) on any labelled
 file: token accuracy per tag for a POS tagger, strict entity precision/recall/F1 per type for an entity
-tagger. The file's tags are read in its own ``--scheme`` and converted to the model's. Labels come from the
+tagger. ``--task NAME`` picks the task of a multi-task model the file is labelled for (a POS file for its POS
+head, an entity file for its entity head). The file's tags are read in its own ``--scheme`` and converted to the
+model's. Labels come from the
 model: a gold tag the model never saw is an error naming it and where it first occurs, unless
 ``--unknown-tags wrong`` counts its tokens (and entities) as mistakes.
 
-``tagger evaluate RUN_DIR [--data-dir DIR] [--write]`` scores a run again on its own corpus's dev and test splits.
+``tagger evaluate RUN_DIR [--data-dir DIR] [--write]`` scores a run again on its own corpus's dev and test splits
+(a multi-task run: each task on its own corpus's).
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from typing import Any
 import datasets
 
 from tagger.data.vocab import Vocab
-from tagger.inference.scoring import evaluate_split, load_corpus
+from tagger.inference.scoring import evaluate_split, evaluate_tasks, load_corpus
 from tagger.limits import BATCH_SIZE
 from tagger.schemes import map_label
 
@@ -140,6 +143,8 @@ def evaluate_file(argv: list[str]) -> int:
                         "MISC entities): a model scored on a corpus whose names differ")
     parser.add_argument("--unknown-tags", default="error", choices=["error", "wrong"],
                         help="a gold tag the model does not know: stop with an error (default), or count it wrong")
+    parser.add_argument("--task", default=None, metavar="NAME",
+                        help="a multi-task model: the task the file is labelled for (e.g. pos or ner)")
     parser.add_argument("--output", default=None, help="write the scores as JSON to this file")
     parser.add_argument("--batch-size", type=int, default=BATCH_SIZE)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default: %(default)s)")
@@ -151,7 +156,15 @@ def evaluate_file(argv: list[str]) -> int:
     torch.set_num_threads(args.threads)
     try:
         label_map = parse_label_map(args.label_map)
-        model, vocab, name = load_model(args.model)
+        model, model_vocab, name = load_model(args.model)
+        if args.task is None and model_vocab.tasks is not None:
+            raise ValueError(f"--task: {name} has the tasks {', '.join(model_vocab.task_names)}; name the one "
+                             f"{args.input} is labelled for")
+        task = args.task or model_vocab.task
+        try:
+            vocab = model_vocab.for_task(task)  # the task's labels, kind and scheme
+        except ValueError as e:
+            raise ValueError(f"--task: {e}") from None
         sentences = read_labelled(args.input, args.format, vocab, args.word_column, args.tag_column, args.scheme,
                                   separator, args.empty_words, args.encoding)
         if not sentences:
@@ -161,12 +174,13 @@ def evaluate_file(argv: list[str]) -> int:
     except (LoadError, CheckpointError, CorpusFormatError, UnknownTagsError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    metrics = evaluate_split(model, vocab, split, args.batch_size, label_map)
+    metrics = evaluate_split(model, model_vocab, split, args.batch_size, label_map, task=task)
     _print_lineage({"init_from": lineage})
     _print_scores(metrics, vocab.task)
     if args.output:
         write_json(args.output, {"model": name, "input": str(Path(args.input).resolve()), "format": args.format,
                                  "task": vocab.task, "tag_scheme": vocab.tag_scheme, "sentences": len(sentences),
+                                 **({"model_task": task} if model_vocab.tasks is not None else {}),
                                  "unknown_tags": args.unknown_tags, "label_map": label_map, "init_from": lineage,
                                  "metrics": metrics})
         print(f"scores written to {args.output}")
@@ -208,10 +222,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     _print_lineage(metrics)
-    data = load_corpus(metrics["config"]["data"]["corpus"], args.data_dir)
     main_metric = metrics["main_metric"]
-    fresh = {key: evaluate_split(loaded.tagger, loaded.vocab, data[split])
-             for split, key in (("validation", "dev"), ("test", "test")) if split in data}
+    if loaded.vocab.tasks is not None:  # each task on its own corpus (the run's tasks.NAME.data)
+        corpora = {name: load_corpus(metrics["config"]["tasks"][name]["data"]["corpus"], args.data_dir)
+                   for name in loaded.vocab.task_names}
+        fresh = {key: evaluate_tasks(loaded.tagger, loaded.vocab, {n: d[split] for n, d in corpora.items() if split in d})
+                 for split, key in (("validation", "dev"), ("test", "test"))}
+    else:
+        data = load_corpus(metrics["config"]["data"]["corpus"], args.data_dir)
+        fresh = {key: evaluate_split(loaded.tagger, loaded.vocab, data[split])
+                 for split, key in (("validation", "dev"), ("test", "test")) if split in data}
     print(json.dumps({key: round(m[main_metric], 2) for key, m in fresh.items()} | {"metric": main_metric, "run_dir": args.run}))
     if args.write:
         previous = {key: (metrics.get(key) or {}).get(main_metric) for key in fresh}

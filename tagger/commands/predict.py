@@ -24,10 +24,12 @@ Output (``--output-format``, default ``jsonl``):
 
 * ``jsonl`` — one JSON line per input line or sentence, ``{"tokens", "tags", "scores"}`` (plus ``"spans"`` for
   an entity tagger); a raw text gives ``"text"``, ``"offsets"`` (``[start, end]`` per token) and ``"sentences"``
-  (``[start, end)`` token ranges) too, its sentences in one line;
-* ``conll`` — ``token<TAB>tag`` lines, a blank line after each sentence;
-* ``conllu`` — CoNLL-U: the tag in UPOS for a POS tagger, ``NER=tag`` in MISC for an entity tagger,
-  ``SpaceAfter=No`` from the offsets of raw text.
+  (``[start, end)`` token ranges) too, its sentences in one line. A multi-task model's lines add ``"tasks"``: per
+  task its ``"tags"``, ``"scores"`` and, for an entity task, ``"spans"``;
+* ``conll`` — ``token<TAB>tag`` lines (a multi-task model: a tag column per task, in order), a blank line after each
+  sentence;
+* ``conllu`` — CoNLL-U: the tag in UPOS for a POS tagger, ``NER=tag`` in MISC for an entity tagger (a multi-task
+  model: both; a third task's as ``NAME=tag`` in MISC), ``SpaceAfter=No`` from the offsets of raw text.
 
 The same weights give the same tags here, through :func:`tagger.load` and through the service.
 """
@@ -39,7 +41,7 @@ import io
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, TextIO
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, TextIO
 
 from tagger.fileio import UndecodableError, check_encoding, text_lines
 from tagger.limits import BATCH_SIZE
@@ -180,29 +182,43 @@ def predict_records(pipeline: Pipeline, records: Iterable[dict[str, Any]]) -> It
                 yield record | (mine[0].to_dict() if mine else {"tokens": [], "tags": [], "scores": []})
 
 
-def _sentence_rows(out: dict[str, Any]) -> Iterator[tuple[list[str], list[str], list[list[int]] | None]]:
-    """(tokens, tags, offsets or None) of each sentence of one output record."""
+def _columns(out: dict[str, Any], task: str, tasks: Mapping[str, str] | None) -> list[tuple[str, list[str]]]:
+    """(where the tag goes, tags over the record) per task: ``UPOS`` for the first POS task, ``NER`` for the first
+    entity task, the task's name for any other (a MISC key in CoNLL-U)."""
+    kinds = tasks if tasks is not None else {task: task}
+    tags = {name: out["tasks"][name]["tags"] for name in kinds} if tasks is not None else {task: out["tags"]}
+    first = {kind: next((n for n, k in kinds.items() if k == kind), None) for kind in ("pos", "ner")}
+    return [("UPOS" if name == first["pos"] else "NER" if name == first["ner"] else name, tags[name])
+            for name in kinds]
+
+
+def _sentence_rows(out: dict[str, Any], columns: list[tuple[str, list[str]]]) -> Iterator[
+        tuple[list[str], list[tuple[str, list[str]]], list[list[int]] | None]]:
+    """(tokens, each column's tags, offsets or None) of each sentence of one output record."""
     for a, b in out.get("sentences") or [(0, len(out["tokens"]))]:
         if b > a:
-            yield out["tokens"][a:b], out["tags"][a:b], out["offsets"][a:b] if out.get("offsets") else None
+            yield (out["tokens"][a:b], [(key, tags[a:b]) for key, tags in columns],
+                   out["offsets"][a:b] if out.get("offsets") else None)
 
 
-def write_record(out: dict[str, Any], fmt: str, task: str, fout: TextIO) -> None:
-    """One output record in ``fmt`` (jsonl, conll or conllu)."""
+def write_record(out: dict[str, Any], fmt: str, task: str, fout: TextIO, tasks: Mapping[str, str] | None = None) -> None:
+    """One output record in ``fmt`` (jsonl, conll or conllu). ``tasks``: a multi-task model's task names and kinds
+    (pos, ner): the conll format writes one tag column per task, in order; CoNLL-U the first POS task's tag as UPOS,
+    the first entity task's as ``NER=`` in MISC and any other task's as ``NAME=`` in MISC."""
     if fmt == "jsonl":
         fout.write(json.dumps(out, ensure_ascii=False) + "\n")
         return
-    for tokens, tags, offsets in _sentence_rows(out):
+    for tokens, columns, offsets in _sentence_rows(out, _columns(out, task, tasks)):
         if fmt == "conll":
-            fout.write("".join(f"{t}\t{g}\n" for t, g in zip(tokens, tags)) + "\n")
+            fout.write("".join("\t".join([t, *row]) + "\n" for t, *row in zip(tokens, *(c for _, c in columns))) + "\n")
             continue
         if offsets:
             fout.write(f"# text = {out['text'][offsets[0][0]:offsets[-1][1]]}\n")
-        for j, (t, g) in enumerate(zip(tokens, tags)):
-            misc = [f"NER={g}"] if task == "ner" else []
+        for j, t in enumerate(tokens):
+            misc = [f"{key}={tags[j]}" for key, tags in columns if key != "UPOS"]
             if offsets and j + 1 < len(offsets) and offsets[j][1] == offsets[j + 1][0]:
                 misc.append("SpaceAfter=No")
-            upos = g if task == "pos" else "_"
+            upos = next((tags[j] for key, tags in columns if key == "UPOS"), "_")
             fout.write(f"{j + 1}\t{t}\t_\t{upos}\t_\t_\t_\t_\t_\t{'|'.join(misc) or '_'}\n")
         fout.write("\n")
 
@@ -256,11 +272,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     source = "<stdin>" if args.input == "-" else args.input
+    kinds = {name: pipeline.vocab.for_task(name).task for name in pipeline.tasks} \
+        if pipeline.vocab.tasks is not None else None
     try:
         with _output(args.output) as fout:
             lines = input_lines(args.input, args.encoding)
             for out in predict_records(pipeline, read_sentences(lines, args.format, args.tokenize, source)):
-                write_record(out, args.output_format, pipeline.task, fout)
+                write_record(out, args.output_format, pipeline.task, fout, kinds)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -132,6 +132,34 @@ class Vocab:
         """Number of ids (PAD and UNK included) that come from the training split; the rest are vector words."""
         return len(self.words) if self.trained_words is None else self.trained_words
 
+    # -- tasks ------------------------------------------------------------------------------
+    @property
+    def tasks(self) -> dict[str, dict] | None:
+        """A multi-task model's tasks (:class:`MultiTaskVocab`); None: a model of one task, whose labels, task and
+        tag scheme are the fields above."""
+        return None
+
+    @property
+    def task_names(self) -> list[str]:
+        """The names of the model's tasks: a multi-task model's, in order; a single-task model's one task kind."""
+        return list(self.tasks) if self.tasks is not None else [self.task]
+
+    def for_task(self, name: str) -> "Vocab":
+        """The vocabulary of the task ``name``: a single-task vocabulary is its own one task; a multi-task one gives
+        a :class:`Vocab` with that task's labels, kind and scheme that shares its words, characters and their
+        indices (nothing is copied or rebuilt)."""
+        if self.tasks is None:
+            if name != self.task:
+                raise ValueError(f"task {name!r}: the model has one task, {self.task!r}")
+            return self
+        if name not in self.tasks:
+            raise ValueError(f"task {name!r}: the model's tasks are {', '.join(self.tasks)}")
+        spec = self.tasks[name]
+        view = object.__new__(Vocab)
+        view.__dict__.update({k: v for k, v in self.__dict__.items() if k != "tasks"})
+        view.labels, view.task, view.tag_scheme = list(spec["labels"]), spec["task"], spec.get("tag_scheme")
+        return view
+
     # -- encoding ---------------------------------------------------------------------------
     def normalize(self, word: str) -> str:
         if self.lowercase:
@@ -173,7 +201,8 @@ class Vocab:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Vocab":
-        return cls(**d)
+        """A :class:`MultiTaskVocab` where ``d`` has tasks, else a Vocab."""
+        return MultiTaskVocab(**d) if d.get("tasks") is not None else cls(**d)
 
     def save(self, path: str | Path) -> None:
         write_text(path, json.dumps(self.to_dict(), ensure_ascii=False))
@@ -181,3 +210,27 @@ class Vocab:
     @classmethod
     def load(cls, path: str | Path) -> "Vocab":
         return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+@dataclass
+class MultiTaskVocab(Vocab):
+    """The vocabulary of a model of several tasks: one word and character table for all of them, and each task's
+    labels in ``tasks`` (saved with the rest: :meth:`Vocab.to_dict`). The fields labels, task and tag_scheme are its
+    first task's; :meth:`Vocab.for_task` gives any task's."""
+
+    # name -> {"task": "pos"|"ner", "labels": [...], "tag_scheme": ...}, in the model's order of tasks (required; its
+    # class default shadows Vocab.tasks, the property that is None for a model of one task)
+    tasks: dict[str, dict] | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        first = next(iter((self.tasks or {}).values()), None)
+        if first is None or (list(first["labels"]), first["task"], first.get("tag_scheme")) != \
+                (list(self.labels), self.task, self.tag_scheme):
+            raise ValueError("vocab tasks: a multi-task vocabulary's labels, task and tag_scheme are its first task's")
+
+    @classmethod
+    def with_tasks(cls, vocab: Vocab, tasks: dict[str, dict]) -> "MultiTaskVocab":
+        """``vocab`` (built from every task's training split) with the tasks' labels; the first task's are ``vocab``'s
+        own."""
+        return cls(**vocab.to_dict(), tasks=tasks)

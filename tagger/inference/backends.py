@@ -23,7 +23,8 @@ eagerly, module by module), and with a softmax head the whole pass from the word
 and int8 run the graph with its convolutions unfolded into matrix products (:func:`tagger.models.conv.unfold_convs`), so
 the character CNN and the convolutional FFN are bf16 GEMMs, and the convolutional FFN int8 Linears as well.
 
-The tag head (softmax, or CRF Viterbi + marginals) always runs in torch fp32 on ``h``. ``make bench``
+The tag head (softmax, or CRF Viterbi + marginals) always runs in torch fp32 on ``h``; so every backend runs a model of
+several tasks (:class:`tagger.models.multitask.MultiTaskTagger`): one encoder pass, then each task's head on its output. ``make bench``
 (``bench/backends.py`` in a checkout) measures each backend's accuracy and speed; the service runs ``TAGGER_BACKEND``,
 default :data:`DEFAULT_BACKEND`.
 """
@@ -171,7 +172,9 @@ def make_backend(tagger: Tagger, vocab: Vocab, backend: str = "fp32", threads: i
         (graph, backend), rows_to_tags = graphs[backend](), None
         if capture:
             dtype, eager = torch.bfloat16 if backend == "bf16" else torch.float32, graph.encoder
-            if isinstance(capture_encoder(graph, dtype).encoder, CapturedEncoder):
+            # rows to tags in one call is traced around one head: a model of several tasks runs the traced encoder
+            # and then each head (tagger.inference.predictor.Predictor)
+            if isinstance(capture_encoder(graph, dtype).encoder, CapturedEncoder) and vocab.tasks is None:
                 rows_to_tags = capture_rows_to_tags(eager, tagger.head, graph.embedder.output_dim, dtype)
         return TorchBackend(graph, backend, rows_to_tags)
     try:

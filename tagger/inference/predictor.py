@@ -192,12 +192,34 @@ class _Cut(NamedTuple):
     joined: bool  # some stream holds several sentences, so a piece may too
 
 
-# what a forward pass gives back for merging: (piece, tag ids, probabilities) of each piece that is not a lone
-# sentence tagged whole (Predictor._tag_pass)
-_TaggedPieces = list[tuple[int, list[int], list[float]]]
+# what a forward pass gives back for merging: (piece, decoder, tag ids, probabilities) of each piece that is not a lone
+# sentence tagged whole, per decoder (Predictor._tag_pass)
+_TaggedPieces = list[tuple[int, int, list[int], list[float]]]
 
 
-def _merge_windows(cut: _Cut, pieces: _TaggedPieces) -> dict[int, tuple[list[int], list[float]]]:
+class Decoder(NamedTuple):
+    """One tag head the predictor runs on the encoder output, and what its tag ids name."""
+
+    task: str  # the task's name (a single-task model's: its kind, pos or ner)
+    head: nn.Module
+    labels: list[str]
+    tag_scheme: str | None
+
+
+def task_decoders(tagger: nn.Module, vocab: Vocab, tasks: Sequence[str] | None = None) -> list[Decoder]:
+    """The decoders of ``tasks`` (default: every task of the model, in order): a single-task model's one ``head``, a
+    multi-task model's ``heads[NAME]`` (:class:`tagger.models.multitask.MultiTaskTagger`). ValueError for a task the
+    model does not have."""
+    names = vocab.task_names if tasks is None else list(tasks)
+    if not names:
+        raise ValueError("tasks: name at least one task of the model")
+    views = [vocab.for_task(name) for name in names]  # ValueError naming an unknown task
+    if vocab.tasks is None:
+        return [Decoder(vocab.task, tagger.head, list(vocab.labels), vocab.tag_scheme)]
+    return [Decoder(name, tagger.heads[name], view.labels, view.tag_scheme) for name, view in zip(names, views)]
+
+
+def _merge_windows(cut: _Cut, pieces: list[tuple[int, list[int], list[float]]]) -> dict[int, tuple[list[int], list[float]]]:
     """Stream -> its tag ids and probabilities, from its pieces in piece order: each token keeps the prediction of the
     window where it is most central (the first on a tie)."""
     merged: dict[int, tuple[list[int], list[float]]] = {}
@@ -221,6 +243,10 @@ def _merge_windows(cut: _Cut, pieces: _TaggedPieces) -> dict[int, tuple[list[int
 class Predictor:
     """Tags lists of tokens with a trained tagger.
 
+    A model of several tasks (:class:`tagger.models.multitask.MultiTaskTagger`) is run once per pass: the encoder
+    output of each pass goes to every head of ``tasks`` (default: all of them, in the model's order). ``predict``
+    gives the first of those tasks' tags, ``predict_tasks`` every task's.
+
     ``backend`` computes the encoder output of a batch (default: the :class:`InferenceGraph` in
     torch); the tag head (softmax or CRF Viterbi + marginals) always runs in torch. A forward pass holds at
     most ``batch_size`` windows and ``max_tokens`` padded positions (None: no token limit); within those limits a
@@ -235,11 +261,13 @@ class Predictor:
     def __init__(self, tagger: Tagger, vocab: Vocab, batch_size: int = BATCH_SIZE, window: int | None = None,
                  overlap: int = 32, max_word_chars: int = 40, backend: Backend | None = None,
                  max_tokens: int | None = MAX_TOKENS, cache_size: int = 2**16, streams: int = 1,
-                 pass_cost: int = PASS_COST):
+                 pass_cost: int = PASS_COST, tasks: Sequence[str] | None = None):
         if batch_size < 1 or (max_tokens is not None and max_tokens < 1) or pass_cost < 0:
             raise ValueError(f"need batch_size >= 1, max_tokens >= 1 or None and pass_cost >= 0, got {batch_size}, "
                              f"{max_tokens}, {pass_cost}")
         self.tagger, self.vocab = tagger.eval(), vocab
+        self.decoders = task_decoders(self.tagger, vocab, tasks)
+        self.task_names = [d.task for d in self.decoders]
         self.batch_size, self.max_word_chars, self.max_tokens = batch_size, max_word_chars, max_tokens
         self.pass_cost = pass_cost  # what one more pass costs, in padded positions (tagger.inference.passes)
         self.graph = InferenceGraph(self.tagger).eval()
@@ -249,8 +277,10 @@ class Predictor:
         # the word table remembers what a word costs, so its lookups need no cache of their own
         self.lookup = type_lookup(vocab, max_word_chars, None if split else cache_size)
         self.words = WordFeatures(self.backend, self.lookup, cache_size) if split else None
-        # the word table's rows to tags in one call, where the backend has it (tagger.inference.capture.RowsToTags)
-        self.rows_to_tags = getattr(self.backend, "rows_to_tags", None) if self.words is not None else None
+        # the word table's rows to tags in one call, where the backend has it (tagger.inference.capture.RowsToTags):
+        # traced with a single-task model's one head
+        self.rows_to_tags = getattr(self.backend, "rows_to_tags", None) \
+            if self.words is not None and vocab.tasks is None else None
         limit = tagger.max_len
         self.window = min(window or limit or 512, limit or 10**9)
         self.overlap = min(overlap, self.window // 4)
@@ -263,13 +293,25 @@ class Predictor:
         """Tags of each sentence. ``docs``: the document of each sentence; for a model trained with
         document context (``Tagger.doc_window``) adjacent sentences of one document are tagged as one
         token stream, in windows of ``doc_window`` tokens overlapping by half, so each sentence sees its
-        neighbours as it did in training. Without ``docs``, or for other models, each sentence alone."""
+        neighbours as it did in training. Without ``docs``, or for other models, each sentence alone.
+        For a model of several tasks: the tags of the predictor's first task (:meth:`predict_tasks`: all)."""
+        return self._predict(sentences, docs)[0]
+
+    @torch.inference_mode()
+    def predict_tasks(self, sentences: list[list[str]],
+                      docs: Sequence[Hashable] | None = None) -> dict[str, list[list[TokenPrediction]]]:
+        """Task name -> the tags of each sentence, for every task of the predictor, from one encoder pass."""
+        return dict(zip(self.task_names, self._predict(sentences, docs)))
+
+    def _predict(self, sentences: list[list[str]],
+                 docs: Sequence[Hashable] | None) -> list[list[list[TokenPrediction]]]:
+        """Per decoder, the tags of each sentence."""
         cut = self._cut(sentences, docs)
         passes = self._plan(cut)
-        out: list[list[TokenPrediction]] = [[] for _ in sentences]
-        pieces = self._run(cut, passes, out)
-        self._merge(cut, pieces, out)
-        return out
+        outs: list[list[list[TokenPrediction]]] = [[[] for _ in sentences] for _ in self.decoders]
+        pieces = self._run(cut, passes, outs)
+        self._merge(cut, pieces, outs)
+        return outs
 
     def _cut(self, sentences: list[list[str]], docs: Sequence[Hashable] | None) -> _Cut:
         """The sentences as token streams (a run of one document's adjacent sentences for a model trained with
@@ -299,58 +341,63 @@ class Predictor:
             passes.sort(key=lambda c: -len(c) * (cut.pieces[c[-1]][2] - cut.pieces[c[-1]][1]))
         return passes
 
-    def _run(self, cut: _Cut, passes: list[list[int]], out: list[list[TokenPrediction]]) -> list[_TaggedPieces]:
+    def _run(self, cut: _Cut, passes: list[list[int]],
+             outs: list[list[list[TokenPrediction]]]) -> list[_TaggedPieces]:
         """Run the passes, side by side on the pass threads where there are several, else in turn; each fills the
-        slots of ``out`` of the lone sentences it tags whole and gives back its other pieces (:meth:`_tag_pass`)."""
-        tag_pass = functools.partial(self._tag_pass, cut, out)
+        slots of ``outs`` (one list per decoder) of the lone sentences it tags whole and gives back its other pieces
+        (:meth:`_tag_pass`)."""
+        tag_pass = functools.partial(self._tag_pass, cut, outs)
         if self.streams is not None and len(passes) > 1:
             return self.streams.map(tag_pass, passes)
         return list(map(tag_pass, passes))
 
-    def _tag_pass(self, cut: _Cut, out: list[list[TokenPrediction]], chunk: list[int]) -> _TaggedPieces:
-        """One forward pass over the pieces ``chunk``, on a pass thread. A lone sentence that is one piece (nearly
-        every sentence) gets its predictions here, in its own slot of ``out``, which no other pass writes: the pass
-        threads make predictions side by side. Every other piece comes back as (piece, tag ids, probabilities) for
-        :meth:`_merge`."""
-        runs, streams, labels = cut.runs, cut.streams, self.vocab.labels
+    def _tag_pass(self, cut: _Cut, outs: list[list[list[TokenPrediction]]], chunk: list[int]) -> _TaggedPieces:
+        """One forward pass over the pieces ``chunk``, on a pass thread, decoded by every decoder. A lone sentence that
+        is one piece (nearly every sentence) gets its predictions here, in its own slot of each decoder's ``outs``,
+        which no other pass writes: the pass threads make predictions side by side. Every other piece comes back as
+        (piece, decoder, tag ids, probabilities) for :meth:`_merge`."""
+        runs, streams = cut.runs, cut.streams
         spans = [cut.pieces[p] for p in chunk]
         texts = [streams[u] if b - a == len(streams[u]) else streams[u][a:b] for u, a, b in spans]
-        pred, prob = self._tag_ids(cut, spans, texts)  # (B,T), (B,T)
         rest = []
-        for p, (u, a, b), tags, probs in zip(chunk, spans, pred.tolist(), prob.tolist()):
-            tags, probs = tags[: b - a], probs[: b - a]
-            if len(runs[u]) == 1 and b - a == len(streams[u]):
-                out[runs[u][0]] = _predictions(map(labels.__getitem__, tags), probs)
-            else:
-                rest.append((p, tags, probs))
+        for k, (decoder, (pred, prob)) in enumerate(zip(self.decoders, self._tag_ids(cut, spans, texts))):  # (B,T)
+            out, labels = outs[k], decoder.labels
+            for p, (u, a, b), tags, probs in zip(chunk, spans, pred.tolist(), prob.tolist()):
+                tags, probs = tags[: b - a], probs[: b - a]
+                if len(runs[u]) == 1 and b - a == len(streams[u]):
+                    out[runs[u][0]] = _predictions(map(labels.__getitem__, tags), probs)
+                else:
+                    rest.append((p, k, tags, probs))
         return rest
 
     def _tag_ids(self, cut: _Cut, spans: list[tuple[int, int, int]],
-                 texts: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Tag ids (B,T) and probabilities (B,T) of one pass's pieces: from the word table's rows in one traced call
-        where the backend has it and no piece holds several sentences, else the encoder output decoded by the tag
-        head, each sentence inside a piece its own chain."""
+                 texts: list[list[str]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per decoder, tag ids (B,T) and probabilities (B,T) of one pass's pieces: from the word table's rows in one
+        traced call where the backend has it (one head) and no piece holds several sentences, else the encoder output,
+        computed once, decoded by each tag head, each sentence inside a piece its own chain."""
         if self.rows_to_tags is not None and not cut.joined:  # traced without sentence edges
-            return self.words.tag(texts, self.rows_to_tags)  # (B,T), (B,T)
+            return [self.words.tag(texts, self.rows_to_tags)]  # (B,T), (B,T)
         h, mask = self._encode(texts)  # (B,T,H), (B,T)
         starts = sentence_starts([[o - a for o in cut.offsets[u] if a < o < b] for u, a, b in spans],
                                  mask.shape[1]) if cut.joined else None  # (B,T) or None
-        return self.tagger.head.decode(h, mask, starts)  # (B,T), (B,T)
+        return [decoder.head.decode(h, mask, starts) for decoder in self.decoders]  # each (B,T), (B,T)
 
-    def _merge(self, cut: _Cut, pieces: list[_TaggedPieces], out: list[list[TokenPrediction]]) -> None:
-        """The sentences of the pieces the passes gave back, into ``out``: each stream's windows merged
-        (:func:`_merge_windows`), then the stream cut back into its sentences, an entity cut at a sentence edge made
-        whole (:func:`tagger.schemes.close_entities`)."""
-        labels = self.vocab.labels
+    def _merge(self, cut: _Cut, pieces: list[_TaggedPieces], outs: list[list[list[TokenPrediction]]]) -> None:
+        """The sentences of the pieces the passes gave back, into each decoder's ``outs``: each stream's windows
+        merged (:func:`_merge_windows`), then the stream cut back into its sentences, an entity cut at a sentence edge
+        made whole (:func:`tagger.schemes.close_entities`)."""
         in_order = sorted(itertools.chain.from_iterable(pieces), key=lambda r: r[0])
-        for u, (tags, probs) in _merge_windows(cut, in_order).items():
-            run, offsets = cut.runs[u], cut.offsets[u]
-            if len(run) == 1:  # a sentence alone, cut into windows
-                out[run[0]] = _predictions(map(labels.__getitem__, tags), probs)
-                continue
-            for s, start, end in zip(run, offsets, offsets[1:] + [len(cut.streams[u])]):
-                sentence_tags = close_entities([labels[t] for t in tags[start:end]], self.vocab.tag_scheme, labels)
-                out[s] = _predictions(sentence_tags, probs[start:end])
+        for k, (decoder, out) in enumerate(zip(self.decoders, outs)):
+            labels = decoder.labels
+            mine = [(p, tags, probs) for p, d, tags, probs in in_order if d == k]
+            for u, (tags, probs) in _merge_windows(cut, mine).items():
+                run, offsets = cut.runs[u], cut.offsets[u]
+                if len(run) == 1:  # a sentence alone, cut into windows
+                    out[run[0]] = _predictions(map(labels.__getitem__, tags), probs)
+                    continue
+                for s, start, end in zip(run, offsets, offsets[1:] + [len(cut.streams[u])]):
+                    sentence_tags = close_entities([labels[t] for t in tags[start:end]], decoder.tag_scheme, labels)
+                    out[s] = _predictions(sentence_tags, probs[start:end])
 
     def _encode(self, texts: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Token lists -> encoder output h (B,T,H) and mask (B,T)."""

@@ -18,7 +18,7 @@ from tagger.data.encoding import split_docs
 from tagger.data.vocab import Vocab
 from tagger.inference.predictor import Predictor
 from tagger.limits import BATCH_SIZE
-from tagger.metrics import task_metrics
+from tagger.metrics import SELECTION, task_metrics, tasks_mean
 from tagger.models.tagger import Tagger
 from tagger.schemes import map_label
 
@@ -40,18 +40,20 @@ class SplitEvaluation:
 
 def score_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_size: int = BATCH_SIZE,
                 window: int | None = None, warmup: int = 0,
-                label_map: dict[str, str] | None = None) -> SplitEvaluation:
+                label_map: dict[str, str] | None = None, task: str | None = None) -> SplitEvaluation:
     """Tag the split with a :class:`~tagger.inference.predictor.Predictor` and score it with the task's metrics.
 
     Sentences are tagged within their documents (the split's ``doc`` column) when the model was trained with
     document context. ``window``: the predictor's window (default: the model's limit). ``warmup``: that many
     sentences are tagged once before the timed pass (first-call allocations are not prediction speed).
     ``label_map``: the model's labels or entity types renamed before scoring (:func:`tagger.schemes.map_label`;
-    a type mapped to ``O`` is dropped), to score a model on a corpus whose names differ (zero-shot transfer)."""
+    a type mapped to ``O`` is dropped), to score a model on a corpus whose names differ (zero-shot transfer).
+    ``task``: which task of a multi-task model the split is labelled for (default: its first)."""
+    predictor = Predictor(tagger, vocab, batch_size=batch_size, window=window, tasks=None if task is None else [task])
+    vocab = vocab.for_task(predictor.task_names[0])  # that task's labels, kind and scheme
     names = split.features["tags"].feature.names
     tokens = split["tokens"]
     gold = [[names[t] for t in tags] for tags in split["tags"]]
-    predictor = Predictor(tagger, vocab, batch_size=batch_size, window=window)
     if warmup:
         predictor.tags(tokens[:warmup])
     started = time.perf_counter()
@@ -69,9 +71,20 @@ def score_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_siz
 
 
 def evaluate_split(tagger: Tagger, vocab: Vocab, split: datasets.Dataset, batch_size: int = BATCH_SIZE,
-                   label_map: dict[str, str] | None = None) -> dict[str, Any]:
+                   label_map: dict[str, str] | None = None, task: str | None = None) -> dict[str, Any]:
     """Metrics of the split (the task's, from ``tagger.metrics``) plus tokens/s of prediction (:func:`score_split`)."""
-    return score_split(tagger, vocab, split, batch_size, label_map=label_map).metrics
+    return score_split(tagger, vocab, split, batch_size, label_map=label_map, task=task).metrics
+
+
+def evaluate_tasks(tagger: Tagger, vocab: Vocab, splits: dict[str, datasets.Dataset],
+                   batch_size: int = BATCH_SIZE) -> dict[str, Any]:
+    """A multi-task model scored on one split per task (task name -> its corpus's split): ``{NAME: metrics}`` and,
+    when every task has its split, their combination under :data:`tagger.metrics.SELECTION`."""
+    results: dict[str, Any] = {name: evaluate_split(tagger, vocab, splits[name], batch_size, task=name)
+                               for name in vocab.task_names if name in splits}
+    if len(results) == len(vocab.task_names):
+        results[SELECTION] = tasks_mean(results, {name: vocab.for_task(name).task for name in vocab.task_names})
+    return results
 
 
 _corpora: dict[str, Any] = {}

@@ -26,23 +26,29 @@ from tagger.artifacts.checkpoint import load_checkpoint  # noqa: E402
 from tagger.artifacts.provenance import git_commit  # noqa: E402
 from tagger.data.vectors import load_vectors  # noqa: E402
 from tagger.fileio import write_json  # noqa: E402
-from tagger.inference.scoring import evaluate_split  # noqa: E402
-from tagger.metrics import MAIN_METRIC  # noqa: E402
-from tagger.models.tagger import build_tagger  # noqa: E402
+from tagger.inference.scoring import evaluate_split, evaluate_tasks  # noqa: E402
+from tagger.metrics import MAIN_METRIC, SELECTION  # noqa: E402
+from tagger.models.multitask import build_model  # noqa: E402
 from tagger.training.lightning_module import TaggerModule  # noqa: E402
-from tagger.training.transfer import check_compatible, copy_parameters, lineage  # noqa: E402
+from tagger.training.multitask import MultiTaskModule, multitask_datamodule, task_configs  # noqa: E402
+from tagger.training.transfer import check_compatible, copy_parameters, lineage, task_source  # noqa: E402
 
 log = logging.getLogger(__name__)
 
 if not OmegaConf.has_resolver("main_metric"):
-    OmegaConf.register_new_resolver("main_metric", lambda task: MAIN_METRIC[task])
+    # data=multitask: the combined score of its tasks (tagger/training/multitask.py)
+    OmegaConf.register_new_resolver("main_metric", lambda task: SELECTION if task == "multitask" else MAIN_METRIC[task])
 
 MODEL_GROUPS = ("embedder", "model", "head")
 
 
 def model_config(cfg: DictConfig) -> dict[str, Any]:
-    """What a checkpoint needs to rebuild the model and use it as trained."""
-    config = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in MODEL_GROUPS}
+    """What a checkpoint needs to rebuild the model and use it as trained (a run of several ``tasks``: their heads
+    in place of the one ``head``)."""
+    groups = ("embedder", "model") if cfg.get("tasks") else MODEL_GROUPS
+    config = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in groups}
+    if cfg.get("tasks"):
+        config["tasks"] = task_configs(cfg)
     if cfg.data.get("doc_window"):
         config["doc_window"] = int(cfg.data.doc_window)
     if cfg.get("aux"):
@@ -89,21 +95,31 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         start = runs.load(source)
         check_compatible(start.config, config)
     # data objects (vectors, later the vocabulary) reach constructors as Python values, never as config
-    datamodule = instantiate(cfg.data, _partial_=True)(vectors=vectors, base_vocab=start.vocab if start else None)
+    if cfg.get("tasks"):  # one corpus per task, one vocabulary (tagger/data/multitask.py)
+        datamodule = multitask_datamodule(cfg, vectors=vectors, base_vocab=start.vocab if start else None)
+    else:
+        datamodule = instantiate(cfg.data, _partial_=True)(vectors=vectors, base_vocab=start.vocab if start else None)
     datamodule.setup("fit")  # builds the vocab from train (+ vector words); saved with the run and every checkpoint
     vocab = datamodule.vocab
     vocab.save(out / "vocab.json")
-    tagger = build_tagger(config, vocab, vectors)
+    tagger = build_model(config, vocab, vectors)
     init, finetune = None, {}
     if start is not None:
         label_map = OmegaConf.to_container(cfg.transfer.label_map) or {}
-        report = copy_parameters(tagger, vocab, start.tagger, start.vocab, config, start.config, label_map)
-        init = lineage(str(cfg.init_from), source, start, report, label_map)
+        source_tagger, source_vocab, source_config, source_task = start.tagger, start.vocab, start.config, None
+        if vocab.tasks is None:  # a multi-task source lends one task's head (tagger/training/transfer.py)
+            source_tagger, source_vocab, source_config, source_task = task_source(
+                start.tagger, start.vocab, start.config, vocab, cfg.transfer.get("task"), label_map)
+        report = copy_parameters(tagger, vocab, source_tagger, source_vocab, config, source_config, label_map)
+        init = lineage(str(cfg.init_from), source, start, report, label_map) | ({"source_task": source_task}
+                                                                               if source_task else {})
         finetune = {"body_lr_scale": cfg.transfer.lr_scale, "freeze_body_epochs": cfg.transfer.freeze_epochs}
-    module = TaggerModule(tagger, vocab, config, optimizer=instantiate(cfg.optimizer), **cfg.schedule, **finetune)
+    module_class = MultiTaskModule if vocab.tasks is not None else TaggerModule
+    module = module_class(tagger, vocab, config, optimizer=instantiate(cfg.optimizer), **cfg.schedule, **finetune)
     n_params = sum(p.numel() for p in tagger.parameters() if p.requires_grad)
+    heads = [task["head"] for task in config["tasks"].values()] if vocab.tasks is not None else [config["head"]]
     log.info("model: %s encoder, %s head, %d parameters", cfg.model._target_.rsplit(".", 1)[-1],
-             cfg.head._target_.rsplit(".", 1)[-1], n_params)
+             "+".join(head["_target_"].rsplit(".", 1)[-1] for head in heads), n_params)
 
     callbacks = _instantiate_all(cfg.get("callbacks"))
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=_instantiate_all(cfg.get("logger")))
@@ -115,12 +131,12 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     ckpt = getattr(trainer.checkpoint_callback, "best_model_path", "") or ""
     results: dict[str, Any] = {
-        "task": vocab.task,
+        "task": vocab.task if vocab.tasks is None else "multitask",
         "data": cfg.get("data_name"),
         "model": cfg.get("model_name"),
         "head": cfg.get("head_name"),
         "seed": cfg.seed,
-        "main_metric": MAIN_METRIC[vocab.task],
+        "main_metric": MAIN_METRIC[vocab.task] if vocab.tasks is None else SELECTION,
         "params": n_params,
         "epochs": trainer.current_epoch,
         "global_steps": trainer.global_step,
@@ -138,13 +154,19 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         "init_from": init,
         "config": resolved(cfg),
     }
+    if vocab.tasks is not None:
+        results["tasks"] = {name: spec["task"] for name, spec in vocab.tasks.items()}
     if cfg.get("evaluate", True):
         # evaluate the best checkpoint (not the last weights) on whole splits, on one process
         evaluated = load_checkpoint(ckpt) if ckpt else None
         model, eval_vocab = (evaluated.tagger, evaluated.vocab) if evaluated else (module.tagger.eval(), vocab)
         results["best_epoch"] = evaluated.epoch if evaluated else None
         for split, key in (("validation", "dev"), ("test", "test")):
-            if split in datamodule.datasets:
+            if vocab.tasks is not None:  # each task on its own corpus's split, and their combination
+                results[key] = evaluate_tasks(model, eval_vocab, {name: data[split] for name, data in
+                                                                  datamodule.datasets.items() if split in data})
+                log.info("%s %s = %.2f", key, SELECTION, results[key][SELECTION])
+            elif split in datamodule.datasets:
                 results[key] = evaluate_split(model, eval_vocab, datamodule.datasets[split])
                 log.info("%s %s = %.2f", key, results["main_metric"], results[key][results["main_metric"]])
     write_json(out / "metrics.json", results)  # atomic: a run dir never holds a half-written metrics.json

@@ -12,6 +12,11 @@ ignore_mismatched_sizes=True)`` does), except the encoder, whose shape must matc
   and the CRF's start/end scores and transitions between such labels. New labels get fresh rows.
 
 A POS model can start an NER model: embedder and encoder come along, the head starts fresh.
+
+A multi-task source (:class:`tagger.models.multitask.MultiTaskTagger`) starts a single-task model as the model of
+one of its tasks (:func:`task_source`): its embedder and encoder, and the head of the task named by
+``transfer.task``, else of the task whose labels share the most with this corpus's (a task of the same kind first on a
+tie). A multi-task model started from any source takes its embedder and encoder; its heads start fresh.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from typing import Any, Mapping
 import torch
 
 from tagger.data.vocab import Vocab
+from tagger.models.multitask import MultiTaskTagger
 from tagger.models.tagger import Tagger
 from tagger.schemes import map_label
 
@@ -48,6 +54,34 @@ def check_compatible(source: Mapping[str, Any], target: Mapping[str, Any]) -> No
                               "embedder")
     if problems:
         raise TransferError("init_from: the embedder differs from the source's in " + "; ".join(problems))
+
+
+def task_source(source: Tagger | MultiTaskTagger, source_vocab: Vocab, source_config: Mapping[str, Any],
+                target_vocab: Vocab, task: str | None = None, label_map: Mapping[str, str] | None = None,
+                ) -> tuple[Tagger, Vocab, dict[str, Any], str | None]:
+    """A multi-task source as the single-task model of one task (module docstring): (tagger sharing the source's
+    modules, that task's vocabulary, its config, the task's name). A single-task source comes back as it is, with
+    None. ``task``: ``transfer.task``; a name the source does not have is a TransferError naming its tasks."""
+    if source_vocab.tasks is None:
+        if task is not None:
+            raise TransferError(f"transfer.task={task!r}: the source has one task ({source_vocab.task}); set it to null")
+        return source, source_vocab, dict(source_config), None
+    if task is None:
+        wanted = set(target_vocab.labels)
+
+        def fit(name: str) -> tuple[int, bool]:
+            view = source_vocab.for_task(name)
+            return len({map_label(label, dict(label_map or {})) for label in view.labels} & wanted), \
+                view.task == target_vocab.task
+
+        task = max(source_vocab.task_names, key=fit)  # the first of the best on a tie
+    elif task not in source_vocab.task_names:
+        raise TransferError(f"transfer.task={task!r}: the source's tasks are {', '.join(source_vocab.task_names)}")
+    view = Tagger(source.embedder, source.encoder, source.heads[task])
+    config = {"embedder": source_config["embedder"], "model": source_config["model"],
+              "head": source_config["tasks"][task]["head"]}
+    log.info("init_from: the source's task %s (its embedder, encoder and head)", task)
+    return view, source_vocab.for_task(task), config, task
 
 
 @dataclass
@@ -104,8 +138,10 @@ def copy_parameters(target: Tagger, target_vocab: Vocab, source: Tagger, source_
                 if t:
                     param[torch.tensor(t)] = src[name][torch.tensor(s)].to(param.dtype)
                 report.partial[name] = f"{len(t)}/{param.shape[0]}"
-            elif name.startswith("head."):
-                report.fresh.append(name)  # a head of another kind (softmax source, CRF target)
+            elif name.startswith(("head.", "heads.")):
+                # a head of another kind (softmax source, CRF target), or a multi-task model's (its labels are matched
+                # to none of the source's)
+                report.fresh.append(name)
             elif src[name].shape != param.shape:
                 mismatched.append(f"{name} {tuple(src[name].shape)} vs {tuple(param.shape)}")
             else:

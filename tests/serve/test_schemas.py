@@ -205,3 +205,36 @@ def test_each_call_is_one_document_and_merged_calls_stay_apart(service_module, t
     assert rounded(got_b) == scores(predictor.predict(b, docs=[0, 0]))
     # the check can fail: tagged as one document, b's scores do change
     assert rounded(got_b) != scores(predictor.predict(a + b, docs=[0] * 4)[2:])
+
+
+def test_a_multitask_front_answers_every_task_per_token_and_the_entity_tasks_spans(service_module):
+    svc = _front(service_module, task="multitask", tag_scheme=None,
+                 tasks={"pos": {"task": "pos", "labels": ["PROPN", "VERB"]},
+                        "ner": {"task": "ner", "tag_scheme": "IOB2", "labels": ["O", "B-PER", "I-PER"]}})
+    svc._info["tokenizer"] = "conll"
+    words = ["Mary", "Smith", "sings"]
+
+    async def predict(sentences):
+        assert sentences == [words]
+        return [{"pos": [("PROPN", 0.9), ("PROPN", 0.8), ("VERB", 0.7)],
+                 "ner": [("B-PER", 0.6), ("I-PER", 0.5), ("O", 1.0)]}]
+
+    svc.predict = predict
+    tagged = asyncio.run(svc.tag(sentences=[words]))
+    tokens = json.loads(tagged.model_dump_json())["results"][0]["tokens"]
+    assert [t["tag"] for t in tokens] == ["PROPN", "PROPN", "VERB"]  # the first task's
+    assert [(t["tasks"]["pos"]["tag"], t["tasks"]["ner"]["tag"]) for t in tokens] == \
+        [("PROPN", "B-PER"), ("PROPN", "I-PER"), ("VERB", "O")]
+    entities = asyncio.run(svc.entities(sentences=[words])).results[0].entities
+    assert [(e.text, e.label, e.token_start, e.token_end) for e in entities] == [("Mary Smith", "PER", 0, 2)]
+
+
+def test_single_task_tokens_have_no_tasks_key(service_module):
+    svc = _front(service_module, task="pos")
+
+    async def predict(sentences):
+        return [[("DET", 0.9), ("NOUN", 0.8)]]
+
+    svc.predict = predict
+    tokens = json.loads(asyncio.run(svc.tag(sentences=[["the", "cat"]])).model_dump_json())["results"][0]["tokens"]
+    assert all("tasks" not in t for t in tokens) and [t["tag"] for t in tokens] == ["DET", "NOUN"]
