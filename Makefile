@@ -162,8 +162,10 @@ $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[bench]'
 	touch $@
 
+# MULTITASK='MT_RUN POS_RUN NER_RUN' adds one multi-task model against the two single-task models in turn
 bench: setup data $(BENCH_STAMP)
 	$(PY) -m bench.backends $(RUN) $(BENCH_ARGS)
+	$(if $(MULTITASK),$(PY) -m bench.multitask $(MULTITASK))
 
 # make bench-ab OLD=CHECKOUT [RUN=...]: the default backend's tokens/s of an older checkout (a git worktree) against this one,
 # taking turns in one run; BENCH_ARGS=... passes more (e.g. --rounds 8)

@@ -342,20 +342,34 @@ def render(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.backends", description=__doc__.split("\n\n")[0])
-    parser.add_argument("run", nargs="?", help="the POS model: run dir, best.json, .ckpt or store tag (default: the "
-                        "best POS run here, as `tagger.artifacts.package --best` picks it)")
+def write_report(out: Path, stem: str, results: dict[str, Any], render: Callable[[dict[str, Any]], str]) -> None:
+    """``out/stem.json`` (the results) and ``out/stem.md`` (as ``render`` writes them), and the Markdown printed."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(out / f"{stem}.json", json.dumps(results, indent=1) + "\n")
+    write_text(out / f"{stem}.md", render(results))
+    print(render(results))
+
+
+def speed_arguments(parser: argparse.ArgumentParser, writes: str) -> None:
+    """The options of the in-process speed benches: threads, batches, passes, corpus, report folder, conditions."""
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("TAGGER_DATA_DIR", "data")))
-    parser.add_argument("--out", type=Path, default=Path("reports"), help="writes bench.md and bench.json here (default: reports/ of the folder it runs from)")
+    parser.add_argument("--out", type=Path, default=Path("reports"),
+                        help=f"writes {writes} here (default: reports/ of the folder it runs from)")
+    parser.add_argument("--note", help="a line for the report about the conditions (e.g. what else ran)")
+    parser.add_argument("--quick", action="store_true", help="300 sentences per split: checks the bench runs")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.backends", description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", nargs="?", help="the POS model: run dir, best.json, .ckpt or store tag (default: the "
+                        "best POS run here, as `tagger.artifacts.package --best` picks it)")
+    speed_arguments(parser, "bench.md and bench.json")
     parser.add_argument("--no-peer", action="store_true", help="skip the spaCy peers")
     parser.add_argument("--http", action="store_true", help="also load the service over HTTP (bench.loadgen)")
     parser.add_argument("--http-duration", type=float, default=60.0, help="seconds of the 1-sentence load")
-    parser.add_argument("--note", help="a line for the report about the conditions (e.g. what else ran)")
-    parser.add_argument("--quick", action="store_true", help="300 sentences per split: checks the bench runs")
     args = parser.parse_args(argv)
     if args.run is None:
         from tagger.artifacts.runs import find_best
@@ -370,10 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     results["running_trainings"] = {"at_start": before, "at_end": running_trainings()}
     results["targets"] = check_targets(results)
     results["note"] = args.note
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_text(args.out / "bench.json", json.dumps(results, indent=1) + "\n")
-    write_text(args.out / "bench.md", render(results))
-    print(render(results))
+    write_report(args.out, "bench", results, render)
     return 0
 
 
