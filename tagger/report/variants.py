@@ -67,10 +67,18 @@ def assign_variants(runs: Sequence[Run]) -> None:
         for r in group:
             extra = " ".join(f"{_short(k)}={_label_value(flats[id(r)].get(k, 'unset'))}" for k in varying)
             r.variant = f"{name} {by_overrides[id(r)] if by_overrides else extra}".strip()
-    for r in ok:  # a source is named by its corpus and model, not by the path it had on the machine that trained it
-        init = r.metrics.get("init_from")
-        if init:
-            r.variant = re.sub(r"init_from=\S+", f"init_from={init.get('data')}:{init.get('model')}", r.variant)
+    # a source is named by its corpus and model, not by the path it had on the machine that trained it; where runs
+    # start from several sources of one corpus and model, each is told apart by its dev score
+    sources: dict[str, set[str]] = {}
+    for r in ok:
+        if init := r.metrics.get("init_from"):
+            sources.setdefault(f"{init.get('data')}:{init.get('model')}", set()).add(init.get("source"))
+    for r in ok:
+        if init := r.metrics.get("init_from"):
+            name = f"{init.get('data')}:{init.get('model')}"
+            if len(sources[name]) > 1 and isinstance(init.get("dev"), (int, float)):
+                name += f"@dev{init['dev']:.2f}"
+            r.variant = re.sub(r"init_from=\S+", f"init_from={name}", r.variant)
     labels = {r.identity(): r.variant for r in ok}
     for r in runs:
         if not r.ok:

@@ -225,6 +225,24 @@ def test_runs_of_different_experiments_are_labelled_by_their_overrides(tmp_path)
         "swa2": "self_attention experiment=pos_best callbacks=swa"}
 
 
+def test_fine_tuned_runs_name_their_source_by_corpus_and_model_and_its_dev_score_where_two_share_them(tmp_path):
+    sources = {"a": ("/x/src_a", "conll2003", 92.98), "b": ("/x/src_b", "conll2003", 93.41),
+               "c": ("/x/src_c", "ud_ewt", 95.3)}
+    for name, (source, data, dev) in sources.items():
+        d = fake_run(tmp_path / "r", name, "self_attention", 1, 90.0, 88.0,
+                     overrides=["experiment=ner_finetune", f"init_from={source}", "seed=1"])
+        metrics = json.loads((d / "metrics.json").read_text())
+        metrics["init_from"] = {"source": source, "data": data, "model": "self_attention_ner", "dev": dev}
+        metrics["config"]["init_from"] = source
+        (d / "metrics.json").write_text(json.dumps(metrics))
+    runs, _ = find_runs([tmp_path / "r"])
+    assign_variants(runs)
+    assert {r.path.name: r.variant for r in runs} == {
+        "a": "self_attention init_from=conll2003:self_attention_ner@dev92.98",
+        "b": "self_attention init_from=conll2003:self_attention_ner@dev93.41",
+        "c": "self_attention init_from=ud_ewt:self_attention_ner"}
+
+
 def test_the_config_labels_runs_whose_overrides_do_not_tell_them_apart(tmp_path):
     # same experiment and overrides, different config (e.g. a default changed between runs): config values
     for name, layers in (("a", 2), ("b", 4)):
