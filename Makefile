@@ -110,6 +110,8 @@ TRANSFER_SRC ?= multirun/cross_corpus/conll2003
 TR_SWEEP = hydra.sweep.dir=multirun/transfer 'hydra.sweep.subdir=$${data_name}/$${model_name}-$(1)_seed$${seed}'
 TR_FINETUNED := fine-tuned from CoNLL-2003 (init_from, experiment=ner_finetune)
 TR_FINETUNED_SA := fine-tuned from CoNLL-2003, tuned recipe (init_from, experiment=ner_finetune_self_attention)
+TR_FINETUNED_BEST := fine-tuned from the tuned CoNLL-2003 model (experiment=ner_self_attention_best), tuned recipe (init_from, experiment=ner_finetune_self_attention)
+TR_FROM_POS := started from the EWT POS model, cross-task (init_from, experiment=ner_finetune)
 .PHONY: transfer report-transfer
 transfer: setup
 	-$(PY) -m tagger.train -m experiment=ner_finetune_self_attention data=btc,wikigold seed=1,2,3 \
@@ -119,14 +121,39 @@ transfer: setup
 	-for m in bilstm window_fc; do $(PY) -m tagger.train -m experiment=ner_finetune model=$$m data=btc,wikigold seed=1,2 \
 	  init_from=$(TRANSFER_SRC)/$$m-glove_seed1 $(call TR_SWEEP,finetune); done
 	-$(PY) -m tagger.train -m experiment=ner data=btc,wikigold seed=1,2,3 $(call TR_SWEEP,scratch)
+	$(MAKE) transfer-best-source transfer-cross-task
 	$(MAKE) report-transfer
+
+# the tuned fine-tuning from the tuned self-attention CoNLL-2003 model (experiment=ner_self_attention_best with GloVe,
+# whose block 2 already attends to the whole row of document context as the recipe's does)
+TR_BEST_SRC ?= multirun/transfer/src/conll2003-self_attention_best-glove_seed1
+.PHONY: transfer-best-source transfer-cross-task
+transfer-best-source: setup
+	test -f $(TR_BEST_SRC)/metrics.json || $(PY) -m tagger.train experiment=ner_self_attention_best embedder=glove seed=1 \
+	  hydra.run.dir=$(TR_BEST_SRC)
+	-$(PY) -m tagger.train -m experiment=ner_finetune_self_attention data=wikigold,btc seed=1,2,3 \
+	  init_from=$(TR_BEST_SRC) $(call TR_SWEEP,finetune_bestsrc)
+
+# cross-task: the EWT POS model (experiment=pos) starting a CoNLL-2003 NER model of the same encoder, beside that NER
+# model from scratch (reports/transfer/conll2003)
+TR_POS_SRC ?= multirun/transfer/src/ud_ewt-pos_seed1
+transfer-cross-task: setup
+	test -f $(TR_POS_SRC)/metrics.json || $(PY) -m tagger.train experiment=pos seed=1 hydra.run.dir=$(TR_POS_SRC)
+	-$(PY) -m tagger.train experiment=ner_finetune data=conll2003 model=self_attention init_from=$(TR_POS_SRC) seed=1 \
+	  hydra.run.dir=multirun/transfer/conll2003/self_attention-from_pos_seed1
+	-$(PY) -m tagger.train experiment=ner model=self_attention seed=1 \
+	  hydra.run.dir=multirun/transfer/conll2003/self_attention-scratch_seed1
 
 # the reports score each init_from source zero-shot on the corpus beside its fine-tuned and from-scratch runs
 report-transfer: setup
 	for d in btc wikigold; do \
 	  $(PY) -m tagger.report multirun/transfer/$$d --out reports/transfer/$$d --no-eval \
 	    --title "$$d: fine-tuned from CoNLL-2003 (init_from), from scratch and zero-shot" $(ARGS) || exit 1; done
+	$(PY) -m tagger.report multirun/transfer/conll2003 --out reports/transfer/conll2003 --no-eval \
+	  --title "conll2003: started from the EWT POS model (init_from, cross-task) and from scratch" $(ARGS)
 	$(PY) -m tagger.report.results multirun/transfer/*/*-finetune_tuned_seed* --variant "$(TR_FINETUNED_SA)"
+	$(PY) -m tagger.report.results multirun/transfer/*/*-finetune_bestsrc_seed* --variant "$(TR_FINETUNED_BEST)"
+	$(PY) -m tagger.report.results multirun/transfer/conll2003/*-from_pos_seed* --variant "$(TR_FROM_POS)"
 	$(PY) -m tagger.report.results multirun/transfer/*/*-finetune_seed* --variant "$(TR_FINETUNED)"
 	$(PY) -m tagger.report.results multirun/transfer/*/*-scratch_seed* --variant "$(CC_GLOVE)"
 

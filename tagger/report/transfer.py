@@ -53,6 +53,10 @@ def section_transfer(c: Context) -> None:
         sources.setdefault(r.metrics["init_from"]["source"], r)
     scores = {}
     for source, r in sources.items():
+        if r.metrics["init_from"].get("task") not in (None, r.metrics.get("task")):
+            scores[source] = {"problem": f"a {r.metrics['init_from']['task']} model (cross-task): its labels are "
+                                         "not this corpus's kind"}
+            continue
         try:
             scores[source] = zero_shot(r, c.args.data_dir)
         except Exception as e:  # a source that is gone is reported, not fatal
@@ -68,7 +72,8 @@ def section_transfer(c: Context) -> None:
         if "problem" in s:
             rows.append([f"`{init.get('model')}` {source}", "zero-shot", "1", "–", f"not scored: {s['problem']}"])
             continue
-        rows.append([f"`{init.get('model')}` zero-shot", f"{init.get('data')} model as trained, no training here", "1",
+        source_dev = f" (source dev {init['dev']:.2f})" if isinstance(init.get("dev"), (int, float)) else ""
+        rows.append([f"`{init.get('model')}` zero-shot{source_dev}", f"{init.get('data')} model as trained, no training here", "1",
                      _num(s.get("dev", {}).get(m)), _num(s.get("test", {}).get(m))])
     d.table(["variant", "start", "seeds", f"dev {m}", f"test {m}"], rows,
             "Fine-tuned runs start from the model named by init_from (metrics.json records its path, scores, config "
