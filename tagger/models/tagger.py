@@ -46,6 +46,10 @@ class Tagger(nn.Module):
         return getattr(self.encoder, "max_len", None)
 
     def embed(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """A batch holds each token's characters, chars (B,T,L), or each distinct word's once, type_chars (U,L) with
+        types (B,T) (:class:`tagger.data.encoding.EncodedRows`)."""
+        if "types" in batch:
+            return self.embedder(batch["words"], batch["type_chars"], batch["types"])  # (B,T,D)
         return self.embedder(batch["words"], batch["chars"])  # (B,T,D)
 
     def encode(self, batch: dict[str, torch.Tensor], x: torch.Tensor | None = None) -> torch.Tensor:
