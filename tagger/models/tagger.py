@@ -68,6 +68,10 @@ class Tagger(nn.Module):
         """-> predicted tag ids (B,T), probability of each (B,T); padding positions are 0."""
         return self.head.decode(self.encode(batch), batch["mask"], batch.get("starts"))
 
+    def tags(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """-> predict's tag ids (B,T) without the probabilities (0 on padding)."""
+        return self.head.tags(self.encode(batch), batch["mask"], batch.get("starts"))
+
     def attention(self, batch: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         """Attention weights per layer, each (B,heads,T,T)."""
         if not self.supports_attention:
