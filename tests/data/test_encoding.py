@@ -44,7 +44,8 @@ def _same_batch(fast: dict, reference: dict) -> None:
 
 @pytest.mark.parametrize("rows", [[[0], [1], [2], [3]], [[0, 1], [2], [3]]], ids=["sentences", "documents"])
 def test_encoded_rows_give_the_batches_collate_gives(rows):
-    train = [["The", "cat", "sat", "."], ["the", "Cat", "ran"], ["A", "dog"], ["x" * 50, "cat", "Zebra", "99"]]
+    # a word longer than max_word_chars, an unseen one, and an empty token (BTC keeps them): the empty word's row
+    train = [["The", "cat", "sat", "."], ["the", "Cat", "ran"], ["A", "", "dog"], ["x" * 50, "cat", "Zebra", "99"]]
     v = Vocab.build(train[:2], ["A", "B", "C"], "pos", lowercase=True)
     tags = [[i % 3 for i in range(len(s))] for s in train]
     tags[2][1] = IGNORE_INDEX  # a tag the model does not know
