@@ -3,8 +3,9 @@
 Both: ``loss(h, tags, mask, starts=None)``, ``decode(h, mask, starts=None) -> (pred (B,T) long, prob (B,T)
 float)`` where prob is the model's probability of the predicted tag (the CRF's is the marginal, not the
 softmax), and ``tags(h, mask, starts=None) -> pred (B,T)``, decode's tags without the probabilities (what a
-metric needs: the CRF's marginals cost a forward and a backward recursion beside Viterbi's). ``starts`` (B,T) bool marks sentence starts inside a row of several sentences (document
-context): the CRF then scores each sentence as its own chain; per-token softmax needs no such thing.
+metric needs: the CRF's marginals cost a forward and a backward recursion beside Viterbi's). ``starts`` (B,T)
+bool marks sentence starts inside a row of several sentences (document context): the CRF then scores each
+sentence as its own chain; per-token softmax needs no such thing.
 """
 from __future__ import annotations
 
