@@ -56,6 +56,8 @@ def test_run_dir_has_metrics_and_checkpoints_and_resume(tmp_path, tiny_data):
         assert m[key] is not None, key
     assert 0 <= m["dev"]["acc"] <= 100 and "acc_unseen" in m["test"]
     assert Path(m["best_checkpoint"]).exists() and Path(m["last_checkpoint"]).exists()
+    last = Path(m["last_checkpoint"])  # the state best.ckpt holds, linked rather than written twice
+    assert last.is_symlink() and last.resolve() == Path(m["best_checkpoint"]).resolve()
     # resume: one more epoch from last.ckpt continues the epoch count instead of restarting
     out2 = train_tiny(tmp_path / "b", tiny_data, ["model=bilstm", "model.hidden_dim=16", "trainer.max_epochs=3",
                                                  f"ckpt_path={m['last_checkpoint']}"])

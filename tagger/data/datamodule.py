@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-from functools import partial
 from typing import Any, Iterator
 
 import pytorch_lightning as pl
@@ -10,7 +9,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, Sampler
 
-from tagger.data.encoding import collate, document_runs, encode_sentence, join, pack, split_docs
+from tagger.data.encoding import EncodedRows, document_runs, encode_sentence, join, pack, split_docs
 from tagger.data.vocab import IGNORE_INDEX, Vocab
 
 
@@ -64,17 +63,6 @@ class BucketBatchSampler(Sampler[list[int]]):
         return n
 
 
-class _Encoded(torch.utils.data.Dataset):
-    def __init__(self, items: list[dict[str, Any]]):
-        self.items = items
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        return self.items[i]
-
-
 class TaggerDataModule(pl.LightningDataModule):
     """Loads a corpus (``corpus.load() -> DatasetDict``), builds the vocab from train, serves batches.
 
@@ -124,7 +112,7 @@ class TaggerDataModule(pl.LightningDataModule):
         self.vocab, self.vectors, self.base_vocab = vocab, vectors, base_vocab
         self.tokenizer = tokenizer  # the corpus's tokenization convention, saved in the vocab (tagger.tokenize)
         self.datasets = None  # datasets.DatasetDict
-        self.encoded: dict[str, _Encoded] = {}
+        self.encoded: dict[str, EncodedRows] = {}
 
     def setup(self, stage: str | None = None) -> None:
         if self.encoded:
@@ -156,7 +144,7 @@ class TaggerDataModule(pl.LightningDataModule):
                                                                               self.doc_window)]
             else:
                 rows = [[i] for i in range(len(items))]
-            self.encoded[split] = _Encoded([join(items, row) for row in rows])
+            self.encoded[split] = EncodedRows([join(items, row) for row in rows], self.max_word_chars)
 
     def tokens(self, split: str) -> list[list[str]]:
         return self.datasets[split]["tokens"]
@@ -164,15 +152,12 @@ class TaggerDataModule(pl.LightningDataModule):
     def _loader(self, split: str, train: bool) -> DataLoader:
         data = self.encoded[split]
         sampler = BucketBatchSampler(
-            [len(it["words"]) for it in data.items],
+            data.lengths,
             self.batch_size if train else self.eval_batch_size,
             shuffle=train,
             seed=self.seed,
         )
-        return DataLoader(
-            data, batch_sampler=sampler, num_workers=self.num_workers,
-            collate_fn=partial(collate, max_word_chars=self.max_word_chars),
-        )
+        return DataLoader(data, batch_sampler=sampler, num_workers=self.num_workers, collate_fn=data.collate)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", True)

@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any, Hashable, Sequence
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from tagger.data.vocab import IGNORE_INDEX, PAD_ID, Vocab
 
@@ -147,3 +148,65 @@ def join(items: list[dict[str, Any]], indices: list[int]) -> dict[str, Any]:
         for key in ("words", "chars", "tags", "unseen", "tokens"):
             row[key] += it[key]
     return row
+
+
+class EncodedRows(torch.utils.data.Dataset):
+    """The rows of a split (encoded sentences, or rows :func:`join` made) held as tensors, so that a batch
+    (:meth:`collate`) is a few tensor calls: :func:`collate` builds one from lists token by token, every step.
+
+    Each row's word ids, tags and unseen flags are a tensor (n,); its tokens are ids into a table of the split's
+    distinct tokens, whose clipped character ids are laid out once (``type_chars`` (N,max_word_chars), row 0 the empty
+    word). A batch carries each distinct word's characters once, the form the embedder reads
+    (:meth:`tagger.models.embedder.Embedder.forward` with ``types``) and the predictor's ``encode_batch`` gives too.
+
+    A DataLoader reads it with a batch sampler and ``collate_fn=rows.collate``: an item is its own index, and the
+    batch is cut from the tensors held here.
+    """
+
+    def __init__(self, items: list[dict[str, Any]], max_word_chars: int = 40):
+        index: dict[str, int] = {"": 0}  # the empty word: padding positions, and row 0 of every batch's type_chars
+        chars: list[list[int]] = [[]]
+        for it in items:
+            for token, c in zip(it["tokens"], it["chars"]):
+                if token not in index:
+                    index[token] = len(chars)
+                    chars.append(clip_word(c, max_word_chars))
+        self.type_chars, _ = padded(chars, PAD_ID, min_width=1)  # (N,L_max)
+        self.type_lengths = torch.tensor([len(c) for c in chars])  # (N,)
+        self.words = [torch.tensor(it["words"], dtype=torch.long) for it in items]  # each (n,)
+        self.tags = [torch.tensor(it["tags"], dtype=torch.long) for it in items]  # each (n,)
+        self.unseen = [torch.tensor(it["unseen"], dtype=torch.bool) for it in items]  # each (n,)
+        self.types = [torch.tensor([index[t] for t in it["tokens"]], dtype=torch.long) for it in items]  # each (n,)
+        self.tokens = [it["tokens"] for it in items]
+        self.sentences = [it.get("sentences", [(-1, 0, len(it["words"]))]) for it in items]
+        self.lengths = [len(it["words"]) for it in items]
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+    def collate(self, indices: list[int]) -> dict[str, Any]:
+        """Rows -> the batch :func:`collate` gives for them, with ``types`` (B,T) and ``type_chars`` (U,L) in place of
+        chars (B,T,L): ``type_chars[types]`` equals collate's ``chars``. Row 0 of ``type_chars`` is the empty word,
+        which padding positions point to."""
+        B = len(indices)
+        lengths = torch.tensor([self.lengths[i] for i in indices])  # (B,)
+        T = int(lengths.max())
+        words = pad_sequence([self.words[i] for i in indices], batch_first=True, padding_value=PAD_ID)  # (B,T)
+        tags = pad_sequence([self.tags[i] for i in indices], batch_first=True, padding_value=IGNORE_INDEX)  # (B,T)
+        unseen = pad_sequence([self.unseen[i] for i in indices], batch_first=True, padding_value=False)  # (B,T)
+        split_types = pad_sequence([self.types[i] for i in indices], batch_first=True, padding_value=0)  # (B,T)
+        # the batch's distinct words in table order; a leading 0 keeps the empty word in row 0 even without padding
+        present, types = torch.unique(torch.cat([split_types.new_zeros(1), split_types.flatten()]),
+                                      return_inverse=True)  # (U,), (1+B*T,)
+        L = max(1, int(self.type_lengths[present].max()))
+        sentences = [self.sentences[i] for i in indices]
+        batch = {"words": words, "types": types[1:].view(B, T), "type_chars": self.type_chars[present, :L],  # (U,L)
+                 "tags": tags, "mask": torch.arange(T) < lengths.unsqueeze(1), "unseen": unseen,  # (B,T) each
+                 "sentences": sentences, "tokens": [self.tokens[i] for i in indices]}
+        starts = sentence_starts([[start for _, start, _ in row] for row in sentences], T)
+        if starts is not None:
+            batch["starts"] = starts
+        return batch

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
@@ -197,7 +197,11 @@ class Vocab:
 
     # -- persistence ------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+        """The saved fields as plain data. Not ``dataclasses.asdict``: that deep-copies the private indexes too (a
+        dict per word, 400k entries with GloVe vectors) only to drop them, and a checkpoint is written every epoch.
+        The lists are copied (their items are strings and ints), so the dict does not alias the vocabulary."""
+        return {f.name: list(v) if isinstance(v := getattr(self, f.name), list) else v
+                for f in fields(self) if not f.name.startswith("_")}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Vocab":

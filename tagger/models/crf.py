@@ -117,22 +117,26 @@ class CRF(nn.Module):
             return trans
         return torch.where(starts[:, t, None, None], edge, trans)  # (B, C, C)
 
-    def _forward_alphas(self, emissions: Tensor, mask: Tensor, starts: Tensor | None = None) -> Tensor:
+    def _forward_alphas(self, emissions: Tensor, starts: Tensor | None = None) -> Tensor:
         """
         Forward recursion. alphas[b, t, j] = log-sum of scores of all prefixes ending
-        in tag j at position t. Past a row's end the last real alpha is carried over.
-        Returns (B, T, C).
+        in tag j at position t. Returns (B, T, C); only real positions are meaningful.
+
+        The loop is what training pays per batch, in autograd nodes per step: the emissions are cut into
+        steps by one unbind, each tag's emission is added after the sum over the previous tag (on (B, C),
+        not (B, C, C); the same value, another order of float additions), and past a row's end the
+        recursion runs on over the padding's emissions instead of a masked select per step: nothing reads
+        those positions (``log_partition`` takes each row's last real alpha).
         """
         start, trans, end = self._potentials()
         edge = self._edge(start, end)  # (C, C)
-        T = emissions.size(1)
-        alpha = start + emissions[:, 0]  # (B, C)
+        emit = emissions.unbind(1)  # T x (B, C)
+        alpha = start + emit[0]  # (B, C)
         alphas = [alpha]
-        for t in range(1, T):
+        for t in range(1, len(emit)):
             into = self._into(t, trans, edge, starts)  # (C, C) or (B, C, C)
-            # (B, C, 1) + (C, C) + (B, 1, C) -> (B, C, C), summed over the previous tag i
-            nxt = torch.logsumexp(alpha.unsqueeze(2) + into + emissions[:, t].unsqueeze(1), dim=1)  # (B, C)
-            alpha = torch.where(mask[:, t].unsqueeze(1), nxt, alpha)
+            # (B, C, 1) + (C, C) -> (B, C, C), summed over the previous tag i, then + emission of tag j
+            alpha = torch.logsumexp(alpha.unsqueeze(2) + into, dim=1) + emit[t]  # (B, C)
             alphas.append(alpha)
         return torch.stack(alphas, dim=1)  # (B, T, C)
 
@@ -147,7 +151,9 @@ class CRF(nn.Module):
         """
         mask = self._check(emissions, mask, starts=starts)
         _, _, end = self._potentials()
-        alpha_last = self._forward_alphas(emissions, mask, starts)[:, -1]  # (B, C), carried to T-1
+        alphas = self._forward_alphas(emissions, starts)  # (B, T, C)
+        last = (mask.sum(dim=1) - 1).view(-1, 1, 1).expand(-1, 1, alphas.size(2))  # (B, 1, C), left-aligned mask
+        alpha_last = alphas.gather(1, last).squeeze(1)  # (B, C) at each row's last real token
         return torch.logsumexp(alpha_last + end, dim=1)
 
     def score(self, emissions: Tensor, tags: Tensor, mask: Tensor, starts: Tensor | None = None) -> Tensor:
@@ -241,7 +247,7 @@ class CRF(nn.Module):
         start, trans, end = self._potentials()
         edge = self._edge(start, end)  # (C, C)
         T = emissions.size(1)
-        alphas = self._forward_alphas(emissions, mask, starts)  # (B, T, C)
+        alphas = self._forward_alphas(emissions, starts)  # (B, T, C), read at real positions only
 
         # betas[b, t, i] = log-sum of scores of all suffixes after position t given tag i there
         beta = end.expand_as(alphas[:, -1])  # (B, C)

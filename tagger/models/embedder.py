@@ -206,7 +206,11 @@ class Embedder(nn.Module):
         use_fixed = words >= n if self.fixed_found is None else self.fixed_found[words]  # (B,T)
         return torch.where(use_fixed.unsqueeze(-1), fixed, tuned)
 
-    def forward(self, words: torch.Tensor, chars: torch.Tensor) -> torch.Tensor:
+    def forward(self, words: torch.Tensor, chars: torch.Tensor, types: torch.Tensor | None = None) -> torch.Tensor:
+        """words (B,T) and chars (B,T,L), each token's characters -> (B,T,output_dim). With ``types`` (B,T), chars is
+        (U,L), the characters of the batch's distinct words, and types each token's row of it (the empty word at
+        padding): their spelling features are computed once per distinct word and gathered per token, which gives what
+        the (B,T,L) form gives for ``chars[types]``."""
         feats = []
         if self.word is not None:
             if self.training and (self.word_dropout > 0 or self.rare_word_dropout > 0):
@@ -217,7 +221,11 @@ class Embedder(nn.Module):
                 feats.append(self.lookup(words, words.masked_fill(drop, UNK_ID)))  # (B,T,word_dim or 2*word_dim)
             else:
                 feats.append(self.lookup(words))
-        spelling = self.spelling(chars)
+        if types is None:
+            spelling = self.spelling(chars)  # (B,T,char_filters+case_dim) or None
+        else:
+            per_type = self.spelling(chars.unsqueeze(0))  # (1,U,char_filters+case_dim) or None
+            spelling = None if per_type is None else per_type.squeeze(0)[types]  # (B,T,char_filters+case_dim)
         if spelling is not None:
             feats.append(spelling)  # (B,T,char_filters+case_dim)
         return self.dropout(torch.cat(feats, dim=-1))  # (B,T,output_dim)

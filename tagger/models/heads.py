@@ -2,8 +2,10 @@
 
 Both: ``loss(h, tags, mask, starts=None)``, ``decode(h, mask, starts=None) -> (pred (B,T) long, prob (B,T)
 float)`` where prob is the model's probability of the predicted tag (the CRF's is the marginal, not the
-softmax). ``starts`` (B,T) bool marks sentence starts inside a row of several sentences (document
-context): the CRF then scores each sentence as its own chain; per-token softmax needs no such thing.
+softmax), and ``tags(h, mask, starts=None) -> pred (B,T)``, decode's tags without the probabilities (what a
+metric needs: the CRF's marginals cost a forward and a backward recursion beside Viterbi's). ``starts`` (B,T)
+bool marks sentence starts inside a row of several sentences (document context): the CRF then scores each
+sentence as its own chain; per-token softmax needs no such thing.
 """
 from __future__ import annotations
 
@@ -33,6 +35,10 @@ class SoftmaxHead(nn.Module):
         prob, pred = probs.max(dim=-1)  # (B,T)
         return pred.masked_fill(~mask, 0), prob.masked_fill(~mask, 0.0)
 
+    def tags(self, h: torch.Tensor, mask: torch.Tensor, starts: torch.Tensor | None = None) -> torch.Tensor:
+        # through the softmax, as decode: the argmax of the logits could break a tie the rounded probabilities make
+        return self.decode(h, mask, starts)[0]  # (B,T)
+
 
 class CRFHead(nn.Module):
     """Emissions + linear-chain CRF; ``constrain`` forbids transitions the tag scheme rules out
@@ -54,3 +60,6 @@ class CRFHead(nn.Module):
         marg = self.crf.marginals(emissions, mask, starts)  # (B,T,C)
         prob = marg.gather(-1, pred.unsqueeze(-1)).squeeze(-1)  # (B,T)
         return pred.masked_fill(~mask, 0), prob.masked_fill(~mask, 0.0)
+
+    def tags(self, h: torch.Tensor, mask: torch.Tensor, starts: torch.Tensor | None = None) -> torch.Tensor:
+        return self.crf.decode(self.proj(h), mask, starts)[0].masked_fill(~mask, 0)  # (B,T)

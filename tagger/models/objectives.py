@@ -48,15 +48,20 @@ class MaskedWords(nn.Module):
         return (torch.rand(words.shape, device=words.device) < self.p) & mask & (words > UNK_ID)
 
     @staticmethod
-    def hide(words: torch.Tensor, chars: torch.Tensor, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """-> words (B,T) with UNK and chars (B,T,L) with no characters at the hidden positions."""
-        return words.masked_fill(hidden, UNK_ID), chars.masked_fill(hidden.unsqueeze(-1), PAD_ID)
+    def hide(batch: dict[str, torch.Tensor], hidden: torch.Tensor) -> dict[str, torch.Tensor]:
+        """-> the batch with UNK words and no characters at the hidden positions (B,T): chars (B,T,L) emptied there,
+        or types (B,T) pointed at row 0 of type_chars, the empty word."""
+        out = {**batch, "words": batch["words"].masked_fill(hidden, UNK_ID)}  # (B,T)
+        if "types" in batch:
+            out["types"] = batch["types"].masked_fill(hidden, 0)  # (B,T)
+        else:
+            out["chars"] = batch["chars"].masked_fill(hidden.unsqueeze(-1), PAD_ID)  # (B,T,L)
+        return out
 
     def term(self, tagger: nn.Module, batch: dict[str, torch.Tensor], x: torch.Tensor, loss: torch.Tensor) -> torch.Tensor:
         """The second pass: hide some tokens, predict them from the encoder's states there."""
         hidden = self.choose(batch["words"], batch["mask"])  # (B,T)
-        words, chars = self.hide(batch["words"], batch["chars"], hidden)
-        h = tagger.encode({**batch, "words": words, "chars": chars})  # (B,T,H)
+        h = tagger.encode(self.hide(batch, hidden))  # (B,T,H)
         return self.loss(h, batch["words"], hidden, tagger.embedder.word.weight)
 
     def loss(self, h: torch.Tensor, words: torch.Tensor, hidden: torch.Tensor, table: torch.Tensor) -> torch.Tensor:

@@ -46,6 +46,10 @@ class Tagger(nn.Module):
         return getattr(self.encoder, "max_len", None)
 
     def embed(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """A batch holds each token's characters, chars (B,T,L), or each distinct word's once, type_chars (U,L) with
+        types (B,T) (:class:`tagger.data.encoding.EncodedRows`)."""
+        if "types" in batch:
+            return self.embedder(batch["words"], batch["type_chars"], batch["types"])  # (B,T,D)
         return self.embedder(batch["words"], batch["chars"])  # (B,T,D)
 
     def encode(self, batch: dict[str, torch.Tensor], x: torch.Tensor | None = None) -> torch.Tensor:
@@ -63,6 +67,10 @@ class Tagger(nn.Module):
     def predict(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """-> predicted tag ids (B,T), probability of each (B,T); padding positions are 0."""
         return self.head.decode(self.encode(batch), batch["mask"], batch.get("starts"))
+
+    def tags(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """-> predict's tag ids (B,T) without the probabilities (0 on padding)."""
+        return self.head.tags(self.encode(batch), batch["mask"], batch.get("starts"))
 
     def attention(self, batch: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         """Attention weights per layer, each (B,heads,T,T)."""

@@ -99,7 +99,7 @@ class TaggerModule(pl.LightningModule):
             for i, sent in enumerate(tags):
                 pred[i, : len(sent)] = torch.tensor([index[t.tag] for t in sent])
         else:
-            pred, _ = self.tagger.predict(batch)
+            pred = self.tagger.tags(batch)  # (B,T)
         gold, pred, unseen = batch["tags"].tolist(), pred.tolist(), batch["unseen"].tolist()
         for i, sentences in enumerate(batch["sentences"]):  # a row holds one sentence, or several of a document
             for index, start, n in sentences:

@@ -32,7 +32,7 @@ def test_batches_are_padded_masked_and_cover_every_sentence_once(tiny_data):
     for batch in dm.train_dataloader():
         B, T = batch["words"].shape
         lengths = batch["mask"].sum(1)
-        assert batch["chars"].shape[:2] == (B, T)
+        assert batch["types"].shape == (B, T) and batch["type_chars"].shape[0] == int(batch["types"].max()) + 1
         assert (batch["tags"][~batch["mask"]] == IGNORE_INDEX).all()
         assert (batch["words"][~batch["mask"]] == PAD_ID).all()
         assert (batch["tags"][batch["mask"]] >= 0).all()

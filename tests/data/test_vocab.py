@@ -52,3 +52,16 @@ def test_case_fallback_maps_an_unseen_casing_to_the_most_frequent_seen_one():
     assert v.word_id("STUDYING") == v.word_id("studying") != v.word_id("Studying")  # 2 x "studying" > 1 x "Studying"
     assert v.word_id("Us") == v.word_id("us") and v.word_id("US") != v.word_id("us")  # exact casing first
     assert Vocab.from_dict(v.to_dict()).word_id("KENNEDY") == v.word_id("Kennedy")  # saved with the model
+
+
+def test_to_dict_holds_the_saved_fields_as_asdict_gives_them_and_does_not_alias_the_vocab():
+    from dataclasses import asdict
+
+    v = Vocab.build([["The", "cat", "sat"], ["the", "Cat"]], ["X"], "pos", lowercase=True, case_fallback=True)
+    d = v.to_dict()
+    assert d == {k: x for k, x in asdict(v).items() if not k.startswith("_")}
+    assert list(d) == [k for k in asdict(v) if not k.startswith("_")]  # same keys in the same order
+    d["words"].append("dog")
+    d["counts"][0] = 7
+    assert "dog" not in v.words and v.counts[0] == 0
+    assert Vocab.from_dict(v.to_dict()) == v

@@ -340,3 +340,51 @@ def test_starts_must_be_a_bool_of_the_batch_shape():
     emissions, mask, _ = make_batch([3, 2], 3, 0)
     with pytest.raises(ValueError, match="starts"):
         crf.decode(emissions, mask, torch.zeros(2, 2, dtype=torch.bool))
+
+
+# ----------------------------------------------------------------------------- the batched recursion against a plain loop
+
+def reference_log_partition(crf: CRF, emissions: torch.Tensor, mask: torch.Tensor, starts=None) -> torch.Tensor:
+    """log Z per row by the textbook recursion, one row and one sentence at a time (B,): each sentence's
+    alpha_t[j] = logsumexp_i(alpha_{t-1}[i] + trans[i, j]) + e_t[j], the sentences of a row summed."""
+    start, trans, end = crf._potentials()
+    out = []
+    for b in range(emissions.shape[0]):
+        n = int(mask[b].sum())
+        edges = [0] + [t for t in range(1, n) if starts is not None and starts[b, t]] + [n]
+        total = 0.0
+        for a, z in zip(edges, edges[1:]):
+            alpha = start + emissions[b, a]
+            for t in range(a + 1, z):
+                alpha = torch.logsumexp(alpha.unsqueeze(1) + trans, dim=0) + emissions[b, t]
+            total = total + torch.logsumexp(alpha + end, dim=0)
+        out.append(total)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("with_starts", [False, True])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_log_partition_and_its_gradients_equal_the_plain_loop(with_starts, seed):
+    """float32, as in training: the same log Z and gradients (emissions, start, end, transitions) to 1e-5,
+    with garbage in the padding and, with starts, several sentences per row."""
+    C = len(IOB2_LABELS)
+    crf = make_crf(C, seed, IOB2_LABELS, "IOB2").float()
+    lengths = [9, 4, 1, 7]
+    g = torch.Generator().manual_seed(seed)
+    emissions = torch.randn(len(lengths), 9, C, generator=g) * 2
+    mask = torch.arange(9) < torch.tensor(lengths).unsqueeze(1)  # (B,T)
+    emissions = emissions.masked_fill(~mask.unsqueeze(2), 50.0).requires_grad_()
+    starts = ((torch.arange(9) % 3 == 0) & (torch.arange(9) > 0)).expand(len(lengths), 9) & mask if with_starts else None
+    results = []
+    for log_z in (crf.log_partition, lambda *a: reference_log_partition(crf, *a)):
+        crf.zero_grad()
+        emissions.grad = None
+        z = log_z(emissions, mask, starts)  # (B,)
+        (z * torch.arange(1.0, len(lengths) + 1)).sum().backward()
+        results.append((z.detach(), emissions.grad.clone(), {n: p.grad.clone() for n, p in crf.named_parameters()}))
+    (z, grad, params), (ref_z, ref_grad, ref_params) = results
+    torch.testing.assert_close(z, ref_z, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grad, ref_grad, rtol=1e-5, atol=1e-5)
+    assert (grad[~mask] == 0).all()  # the recursion past a row's end reaches nothing
+    for name in ref_params:
+        torch.testing.assert_close(params[name], ref_params[name], rtol=1e-5, atol=1e-5, msg=name)

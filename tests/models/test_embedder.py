@@ -88,3 +88,28 @@ def test_case_dim_needs_the_character_vocabulary():
         Embedder(4, 5, case_dim=4)
     with pytest.raises(ValueError, match="embedder.case_dim must be >= 0"):
         Embedder(4, 5, case_dim=-1, chars=["<pad>", "<unk>", "a", "b", "c"])
+
+
+@pytest.mark.parametrize("case_dim", [0, 3])
+def test_spelling_once_per_distinct_word_gives_the_per_token_outputs_and_gradients(case_dim):
+    chars = ["<pad>", "<unk>", "a", "b", "A", "1"]
+    emb = Embedder(6, len(chars), word_dim=4, char_dim=5, char_filters=7, dropout=0.3, word_dropout=0.2,
+                   case_dim=case_dim, chars=chars).train()
+    type_chars = torch.tensor([[0, 0, 0], [2, 3, 0], [4, 2, 2], [5, 5, 5], [3, 0, 0]])  # (U,L) row 0 the empty word
+    types = torch.tensor([[1, 2, 1, 3, 4], [2, 1, 4, 0, 0]])  # (B,T) repeated words, padding -> 0
+    words = torch.tensor([[2, 3, 2, 4, 5], [3, 2, 5, 0, 0]])
+
+    def run(*inputs):
+        emb.zero_grad()
+        torch.manual_seed(0)  # the same dropout draws on both paths
+        out = emb(*inputs)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        return out, {n: p.grad.clone() for n, p in emb.named_parameters() if p.grad is not None}
+
+    per_token, grads = run(words, type_chars[types])  # chars (B,T,L)
+    per_type, type_grads = run(words, type_chars, types)
+    assert per_type.shape == (2, 5, emb.output_dim)
+    torch.testing.assert_close(per_type, per_token, rtol=0, atol=1e-6)
+    assert grads.keys() == type_grads.keys() and "char.conv.weight" in grads
+    for name in grads:  # summed over the tokens of a word first, then through the CNN: another order of float sums
+        torch.testing.assert_close(type_grads[name], grads[name], rtol=1e-5, atol=1e-6, msg=name)

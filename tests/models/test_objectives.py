@@ -39,9 +39,15 @@ def test_hidden_tokens_lose_word_and_characters_and_the_rest_is_untouched():
     words = torch.tensor([[3, 4, 5, 0]])
     chars = torch.tensor([[[2, 3], [4, 5], [6, 7], [0, 0]]])
     hidden = torch.tensor([[False, True, False, False]])
-    w, c = MaskedWords.hide(words, chars, hidden)
-    assert w.tolist() == [[3, UNK_ID, 5, 0]]
-    assert c.tolist() == [[[2, 3], [PAD_ID, PAD_ID], [6, 7], [0, 0]]]
+    out = MaskedWords.hide({"words": words, "chars": chars}, hidden)
+    assert out["words"].tolist() == [[3, UNK_ID, 5, 0]]
+    assert out["chars"].tolist() == [[[2, 3], [PAD_ID, PAD_ID], [6, 7], [0, 0]]]
+    # the distinct-word form: a hidden token points at row 0, the empty word; the table is left as it is
+    type_chars = torch.tensor([[0, 0], [2, 3], [4, 5], [6, 7]])
+    out = MaskedWords.hide({"words": words, "types": torch.tensor([[1, 2, 3, 0]]), "type_chars": type_chars}, hidden)
+    assert out["words"].tolist() == [[3, UNK_ID, 5, 0]] and out["types"].tolist() == [[1, 0, 3, 0]]
+    assert out["type_chars"] is type_chars and "chars" not in out
+    assert out["type_chars"][out["types"]].tolist() == [[[2, 3], [PAD_ID, PAD_ID], [6, 7], [0, 0]]]
 
 
 def test_tagging_pass_sees_the_whole_input_and_the_second_pass_hides_words():
@@ -80,8 +86,7 @@ def test_hidden_words_are_learned_from_their_context():
     def aux_loss() -> torch.Tensor:
         batch = _batch(counting())
         hidden = tagger.aux.choose(batch["words"], batch["mask"])
-        w, c = tagger.aux.hide(batch["words"], batch["chars"], hidden)
-        h = tagger.encode({**batch, "words": w, "chars": c})
+        h = tagger.encode(tagger.aux.hide(batch, hidden))
         return tagger.aux.loss(h, batch["words"], hidden, tagger.embedder.word.weight)
 
     first = aux_loss().item()
