@@ -27,7 +27,13 @@ class BucketBatchSampler(Sampler[list[int]]):
         self.lengths, self.batch_size, self.shuffle, self.seed, self.pool = lengths, batch_size, shuffle, seed, pool
         self.epoch = 0
 
-    def set_epoch(self, epoch: int) -> None:  # called by Lightning at every epoch start
+    @property
+    def sampler(self) -> "BucketBatchSampler":
+        """Lightning sets the epoch of a training loader's ``sampler`` and ``batch_sampler.sampler`` at every epoch
+        start, never of the batch sampler itself: this is where it finds :meth:`set_epoch`."""
+        return self
+
+    def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def _batches(self) -> list[list[int]]:

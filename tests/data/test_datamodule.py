@@ -84,6 +84,19 @@ def test_bucketing_groups_similar_lengths_and_is_reproducible():
     assert sorted(i for b in a for i in b) == list(range(400))
 
 
+def test_lightning_gives_the_training_loader_a_new_order_every_epoch(tiny_data):
+    # what Lightning's fit loop calls at every epoch start (a private function: this test is its canary)
+    from lightning_fabric.utilities.data import _set_sampler_epoch
+
+    loader = _dm(tiny_data).train_dataloader()
+    orders = []
+    for epoch in range(3):
+        _set_sampler_epoch(loader, epoch)
+        assert loader.batch_sampler.epoch == epoch
+        orders.append([batch["words"].tolist() for batch in loader])
+    assert orders[0] != orders[1] != orders[2]
+
+
 def test_max_train_len_filters_train_only(tiny_data):
     dm = _dm(tiny_data, max_train_len=6)
     assert max(len(s) for s in dm.tokens("train")) <= 6
