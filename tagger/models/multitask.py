@@ -67,6 +67,10 @@ class MultiTaskTagger(nn.Module):
         """-> the batch task's tag ids (B,T) and probability of each (B,T); padding positions are 0."""
         return self._head(batch).decode(self.encode(batch), batch["mask"], batch.get("starts"))
 
+    def tags(self, batch: dict[str, Any]) -> torch.Tensor:
+        """-> predict's tag ids (B,T) of the batch's task without the probabilities (0 on padding)."""
+        return self._head(batch).tags(self.encode(batch), batch["mask"], batch.get("starts"))
+
 
 def is_multitask(config: dict[str, Any]) -> bool:
     """Whether a saved model config describes a model of several tasks."""

@@ -71,7 +71,7 @@ class MultiTaskModule(TaggerModule):
             for i, sent in enumerate(tags):
                 pred[i, : len(sent)] = torch.tensor([index[t.tag] for t in sent])
         else:
-            pred, _ = self.tagger.predict({**batch, "task": task})  # (B,T)
+            pred = self.tagger.tags({**batch, "task": task})  # (B,T)
         gold, pred, unseen = batch["tags"].tolist(), pred.tolist(), batch["unseen"].tolist()
         for i, sentences in enumerate(batch["sentences"]):
             for index, start, n in sentences:

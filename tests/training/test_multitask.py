@@ -85,6 +85,7 @@ def test_one_encoder_pass_feeds_every_head(tiny_multitask_run):
         batch = collate([encode_sentence(view, s) for s in SENTENCES])
         with torch.no_grad():
             pred, _ = model.predict({**batch, "task": name})
+            assert torch.equal(model.tags({**batch, "task": name}), pred)  # what validation scores
         assert [[t.tag for t in s] for s in by_task[name]] == \
             [[view.labels[i] for i in row[: len(s)]] for row, s in zip(pred.tolist(), SENTENCES)]
 
