@@ -52,7 +52,8 @@ def _best_score(run_dir: Path) -> float:
     import torch
 
     ckpt = torch.load(run_dir / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=True)
-    (state,) = [v for k, v in ckpt["callbacks"].items() if k.startswith("ModelCheckpoint")]
+    # the callback that keeps best.ckpt (the other, last_checkpoint, monitors nothing)
+    (state,) = [v for k, v in ckpt["callbacks"].items() if k.startswith("ModelCheckpoint") and "'monitor': None" not in k]
     return float(state["best_model_score"])
 
 

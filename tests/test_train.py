@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from hydra.utils import instantiate
 
 from tests.conftest import CONF_DIR, REAL_DATA, compose, train_tiny
@@ -56,8 +57,11 @@ def test_run_dir_has_metrics_and_checkpoints_and_resume(tmp_path, tiny_data):
         assert m[key] is not None, key
     assert 0 <= m["dev"]["acc"] <= 100 and "acc_unseen" in m["test"]
     assert Path(m["best_checkpoint"]).exists() and Path(m["last_checkpoint"]).exists()
-    last = Path(m["last_checkpoint"])  # the state best.ckpt holds, linked rather than written twice
-    assert last.is_symlink() and last.resolve() == Path(m["best_checkpoint"]).resolve()
+    # last.ckpt: the latest epoch's state, whichever epoch was best
+    last = torch.load(m["last_checkpoint"], map_location="cpu", weights_only=True)
+    best = torch.load(m["best_checkpoint"], map_location="cpu", weights_only=True)
+    assert not Path(m["last_checkpoint"]).is_symlink()
+    assert (last["epoch"], best["epoch"]) == (m["epochs"] - 1, m["best_epoch"])
     # resume: one more epoch from last.ckpt continues the epoch count instead of restarting
     out2 = train_tiny(tmp_path / "b", tiny_data, ["model=bilstm", "model.hidden_dim=16", "trainer.max_epochs=3",
                                                  f"ckpt_path={m['last_checkpoint']}"])
