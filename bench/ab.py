@@ -122,15 +122,29 @@ def main(argv: list[str] | None = None) -> int:
         "checkouts": {side: {"path": str(p), "commit": commit(p)} for side, p in checkouts.items()},
         "median": medians, "b_over_a": round(medians["b"] / medians["a"], 3), "samples": samples,
     }
-    print(f"{key}, median of {args.rounds} processes each, {result['cpu']['model']}:")
-    for side in ("a", "b"):
-        print(f"  {side} {result['checkouts'][side]['commit']}: {medians[side]}")
-    print(f"  b / a = {result['b_over_a']}")
+    print(render(result))
     if args.out:
         from tagger.fileio import write_text
 
         write_text(args.out, json.dumps(result, indent=1) + "\n")
+        write_text(args.out.with_suffix(".md"), render(result))
     return 0
+
+
+def render(result: dict[str, Any]) -> str:
+    """The medians, their ratio and every sample, as Markdown."""
+    key, a, b = result["measure"], result["checkouts"]["a"], result["checkouts"]["b"]
+    lines = [f"# `{key}`: {a['commit']} against {b['commit']}", "",
+             f"CPU: {result['cpu']['model']}. Command: `{result['command']}`. Each round runs one fresh process per "
+             "checkout, the two taking turns (A then B, then B then A); the figure is the median over the rounds.", "",
+             f"| checkout | commit | median {key} | samples |", "|---|---|---|---|"]
+    for side, c in (("a", a), ("b", b)):
+        samples = ", ".join(str(s[key]) for s in result["samples"][side])
+        lines.append(f"| {side} | {c['commit']} | {result['median'][side]} | {samples} |")
+    lines += ["", f"b / a = **{result['b_over_a']}**", ""]
+    if result.get("note"):
+        lines += [result["note"], ""]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

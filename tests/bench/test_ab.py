@@ -20,6 +20,7 @@ def test_ab_tag_alternates_fresh_processes_and_writes_the_ratio(tiny_pos_run, ti
     assert all(s["tokens_per_s"] > 0 and len(s["pass_seconds"]) == 1 for side in "ab" for s in res["samples"][side])
     assert res["b_over_a"] == round(res["median"]["b"] / res["median"]["a"], 3)
     assert res["checkouts"]["a"]["commit"] == res["checkouts"]["b"]["commit"] != ""
+    assert f"b / a = **{res['b_over_a']}**" in out.with_suffix(".md").read_text()
 
 
 def test_ab_names_the_checkout_whose_process_failed(tiny_data, tmp_path):
