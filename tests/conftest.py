@@ -86,6 +86,13 @@ def compose(overrides: list[str], output_dir: Path):
 FAST = ["trainer.max_epochs=2", "~callbacks.progress_bar", "+trainer.enable_progress_bar=false", "data.batch_size=8", "threads=1"]
 
 
+def best_checkpoint_state(ckpt: dict) -> dict:
+    """The state of the ModelCheckpoint that keeps best.ckpt, in a checkpoint (the other one, last_checkpoint,
+    monitors nothing)."""
+    (state,) = [v for k, v in ckpt["callbacks"].items() if k.startswith("ModelCheckpoint") and "'monitor': None" not in k]
+    return state
+
+
 def train_tiny(tmp: Path, data_dir: Path, overrides: list[str]) -> Path:
     from tagger.training.run import train
 

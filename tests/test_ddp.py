@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import best_checkpoint_state
+
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["model=self_attention", "model.d_model=32", "model.heads=2", "model.ffn_dim=32", "trainer.max_epochs=8",
         "threads=1", "~callbacks.progress_bar", "+trainer.enable_progress_bar=false"]
@@ -52,9 +54,7 @@ def _best_score(run_dir: Path) -> float:
     import torch
 
     ckpt = torch.load(run_dir / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=True)
-    # the callback that keeps best.ckpt (the other, last_checkpoint, monitors nothing)
-    (state,) = [v for k, v in ckpt["callbacks"].items() if k.startswith("ModelCheckpoint") and "'monitor': None" not in k]
-    return float(state["best_model_score"])
+    return float(best_checkpoint_state(ckpt)["best_model_score"])
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import torch
 import tagger
 from tagger.artifacts.checkpoint import CHECKPOINT_KEY, load_checkpoint, read_checkpoint
 from tagger.inference.predictor import Predictor
-from tests.conftest import MULTITASK, compose, train_tiny_tasks
+from tests.conftest import MULTITASK, best_checkpoint_state, compose, train_tiny_tasks
 
 SENTENCES = [["John", "sees", "the", "big", "cat", "in", "New", "York", "."], ["Mary", "Smith", "likes", "a", "tree"]]
 
@@ -32,7 +32,7 @@ def test_a_run_records_each_tasks_dev_metrics_and_their_mean(tiny_multitask_run)
         assert float(r["val/tasks_mean"]) == pytest.approx((float(r["val/pos/acc"]) + float(r["val/ner/f1"])) / 2)
     # the best checkpoint is the epoch of the highest combined dev score
     best = read_checkpoint(tiny_multitask_run / "checkpoints" / "best.ckpt")
-    (state,) = [v for k, v in best["callbacks"].items() if k.startswith("ModelCheckpoint")]
+    state = best_checkpoint_state(best)
     assert state["monitor"] == "val/tasks_mean"
     assert float(state["best_model_score"]) == pytest.approx(max(float(r["val/tasks_mean"]) for r in rows), abs=1e-4)
 
