@@ -70,7 +70,8 @@ def section_transfer(c: Context) -> None:
     for source, s in scores.items():
         init = sources[source].metrics["init_from"]
         if "problem" in s:
-            rows.append([f"`{init.get('model')}` {source}", "zero-shot", "1", "–", f"not scored: {s['problem']}"])
+            rows.append([f"`{init.get('model')}` zero-shot", f"{init.get('data')} model", "1", "–",
+                         f"not scored: {s['problem']}"])
             continue
         source_dev = f" (source dev {init['dev']:.2f})" if isinstance(init.get("dev"), (int, float)) else ""
         rows.append([f"`{init.get('model')}` zero-shot{source_dev}", f"{init.get('data')} model as trained, no training here", "1",

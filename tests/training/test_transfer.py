@@ -171,14 +171,14 @@ def test_report_puts_finetuned_beside_scratch_and_zero_shot(tmp_path, finetuned,
     assert "LOC→O" in section  # the source's LOC: a type this corpus does not annotate, dropped
 
 
-def test_report_scores_no_zero_shot_for_a_source_of_another_task(tmp_path, tiny_ner_from_pos_run):
+def test_report_scores_no_zero_shot_for_a_source_of_another_task(tmp_path, tiny_ner_from_pos_run, tiny_pos_run):
     from tagger.report.build import main as report_main
 
     out = tmp_path / "report"
     assert report_main([str(tiny_ner_from_pos_run), "--out", str(out), "--threads", "1", "--no-eval"]) == 0
     section = (out / "report.md").read_text().split("Transfer: from scratch, fine-tuned, zero-shot")[1]
-    row = next(line for line in section.splitlines() if "| zero-shot |" in line)
-    assert "not scored: a pos model (cross-task)" in row
+    row = next(line for line in section.splitlines() if "` zero-shot |" in line)
+    assert "not scored: a pos model (cross-task)" in row and str(tiny_pos_run) not in row  # no machine path
 
 
 def test_a_type_mapped_to_o_lends_no_row(tiny_ner_run):
