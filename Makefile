@@ -111,6 +111,7 @@ TR_SWEEP = hydra.sweep.dir=multirun/transfer 'hydra.sweep.subdir=$${data_name}/$
 TR_FINETUNED := fine-tuned from CoNLL-2003 (init_from, experiment=ner_finetune)
 TR_FINETUNED_SA := fine-tuned from CoNLL-2003, tuned recipe (init_from, experiment=ner_finetune_self_attention)
 TR_FINETUNED_BEST := fine-tuned from the tuned CoNLL-2003 model (experiment=ner_self_attention_best), tuned recipe (init_from, experiment=ner_finetune_self_attention)
+TR_FINETUNED_SA_SWA := fine-tuned from CoNLL-2003, tuned recipe, weight averaging from epoch 10 (init_from, experiment=ner_finetune_self_attention callbacks=swa callbacks.weight_averaging.start=0.4)
 TR_FROM_POS := started from the EWT POS model, cross-task (init_from, experiment=ner_finetune)
 .PHONY: transfer report-transfer
 transfer: setup
@@ -154,6 +155,9 @@ report-transfer: setup
 	$(PY) -m tagger.report.results multirun/transfer/*/*-finetune_tuned_seed* --variant "$(TR_FINETUNED_SA)"
 	$(PY) -m tagger.report.results multirun/transfer/*/*-finetune_bestsrc_seed* --variant "$(TR_FINETUNED_BEST)"
 	$(PY) -m tagger.report.results multirun/transfer/conll2003/*-from_pos_seed* --variant "$(TR_FROM_POS)"
+	-$(PY) -m tagger.report.results $(TR_BEST_SRC) --variant "$(CC_TUNED)"
+	-$(PY) -m tagger.report.results $(TR_POS_SRC) --variant "$(CC_GLOVE)"
+	-$(PY) -m tagger.report.results multirun/transfer/wikigold/*-finetune_tuned_swa_seed* --variant "$(TR_FINETUNED_SA_SWA)"
 	$(PY) -m tagger.report.results multirun/transfer/*/*-finetune_seed* --variant "$(TR_FINETUNED)"
 	$(PY) -m tagger.report.results multirun/transfer/*/*-scratch_seed* --variant "$(CC_GLOVE)"
 
