@@ -89,22 +89,33 @@ class TaggerModule(pl.LightningModule):
         self.train_seconds += time.perf_counter() - self._batch_start
         self.train_tokens += int(batch["mask"].sum())
 
-    def _eval_step(self, batch: dict[str, torch.Tensor], stage: str) -> None:
+    def _tags(self, batch: dict[str, Any], predictor: Callable[[], Predictor], labels: list[str]) -> torch.Tensor:
+        """Predicted tag ids (B,T) of an evaluation batch; ``predictor`` and ``labels`` serve rows longer than a
+        learned position table, tagged in overlapping windows as prediction does."""
         limit = self.tagger.max_len
-        if limit is not None and batch["mask"].shape[1] > limit:
-            # longer than a learned position table: tag in overlapping windows, as prediction does
-            tags = Predictor(self.tagger, self.vocab).predict(batch["tokens"])
-            index = {label: i for i, label in enumerate(self.vocab.labels)}
-            pred = torch.zeros_like(batch["tags"])
-            for i, sent in enumerate(tags):
-                pred[i, : len(sent)] = torch.tensor([index[t.tag] for t in sent])
-        else:
-            pred = self.tagger.tags(batch)  # (B,T)
+        if limit is None or batch["mask"].shape[1] <= limit:
+            return self.tagger.tags(batch)  # (B,T)
+        index = {label: i for i, label in enumerate(labels)}
+        pred = torch.zeros_like(batch["tags"])  # (B,T)
+        for i, sent in enumerate(predictor().predict(batch["tokens"])):
+            pred[i, : len(sent)] = torch.tensor([index[t.tag] for t in sent])
+        return pred
+
+    def _eval_tags(self, batch: dict[str, Any], dataloader_idx: int) -> torch.Tensor:
+        return self._tags(batch, lambda: Predictor(self.tagger, self.vocab), self.vocab.labels)
+
+    def _row_key(self, index: int, dataloader_idx: int) -> Any:
+        """What sets a sentence's row apart when the rows of several processes are gathered (:meth:`_all_rows`)."""
+        return index
+
+    def _eval_step(self, batch: dict[str, Any], stage: str, dataloader_idx: int = 0) -> None:
+        pred = self._eval_tags(batch, dataloader_idx)  # (B,T)
         gold, pred, unseen = batch["tags"].tolist(), pred.tolist(), batch["unseen"].tolist()
         for i, sentences in enumerate(batch["sentences"]):  # a row holds one sentence, or several of a document
             for index, start, n in sentences:
                 end = start + n
-                self._outputs[stage].append((index, gold[i][start:end], pred[i][start:end], unseen[i][start:end]))
+                self._outputs[stage].append((self._row_key(index, dataloader_idx), gold[i][start:end],
+                                             pred[i][start:end], unseen[i][start:end]))
 
     def validation_step(self, batch, batch_idx) -> None:
         self._eval_step(batch, "val")

@@ -60,25 +60,13 @@ class MultiTaskModule(TaggerModule):
         self.log(f"train/{batch['task']}/loss", loss.detach(), batch_size=batch["mask"].shape[0])
         return loss
 
-    def _eval_step(self, batch: dict[str, Any], stage: str, dataloader_idx: int = 0) -> None:
+    def _eval_tags(self, batch: dict[str, Any], dataloader_idx: int) -> torch.Tensor:
         task = self.task_names[dataloader_idx]
-        limit = self.tagger.max_len
-        if limit is not None and batch["mask"].shape[1] > limit:
-            # longer than a learned position table: tag in overlapping windows, as prediction does
-            tags = Predictor(self.tagger, self.vocab, tasks=[task]).predict(batch["tokens"])
-            index = {label: i for i, label in enumerate(self.task_vocabs[task].labels)}
-            pred = torch.zeros_like(batch["tags"])  # (B,T)
-            for i, sent in enumerate(tags):
-                pred[i, : len(sent)] = torch.tensor([index[t.tag] for t in sent])
-        else:
-            pred = self.tagger.tags({**batch, "task": task})  # (B,T)
-        gold, pred, unseen = batch["tags"].tolist(), pred.tolist(), batch["unseen"].tolist()
-        for i, sentences in enumerate(batch["sentences"]):
-            for index, start, n in sentences:
-                end = start + n
-                # (task position, index) keeps the rows of the tasks apart when TaggerModule gathers them by row[0]
-                self._outputs[stage].append(((dataloader_idx, index), gold[i][start:end], pred[i][start:end],
-                                             unseen[i][start:end]))
+        return self._tags({**batch, "task": task}, lambda: Predictor(self.tagger, self.vocab, tasks=[task]),
+                          self.task_vocabs[task].labels)
+
+    def _row_key(self, index: int, dataloader_idx: int) -> Any:
+        return dataloader_idx, index  # keeps the rows of the tasks apart when they are gathered by row[0]
 
     def validation_step(self, batch, batch_idx, dataloader_idx: int = 0) -> None:
         self._eval_step(batch, "val", dataloader_idx)
