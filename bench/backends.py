@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         args.run = find_best("pos")
         if args.run is None:
             parser.error("no trained POS run found here: give RUN (make bench RUN=...)")
-    from bench.families import running_trainings
+    from tagger.training.threads import running_trainings
 
     before = running_trainings()
     results = bench(args)

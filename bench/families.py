@@ -39,6 +39,7 @@ import torch  # noqa: E402
 
 from bench.loadgen import load_sentences  # noqa: E402
 from tagger.fileio import write_text  # noqa: E402
+from tagger.training.threads import running_trainings  # noqa: E402
 
 # the folder the bench runs from (the checkout, under make bench): runs, corpora and reports are found and
 # written relative to it, as tagger.train does, never inside an installed package
@@ -106,19 +107,6 @@ def cpu_busy_fraction(seconds: float = 2.0) -> float | None:
     except (OSError, ValueError, IndexError):
         return None
     return round(1 - (idle1 - idle0) / max(total1 - total0, 1), 3)
-
-
-def running_trainings() -> int:
-    """``tagger.train`` / ``tagger train`` processes on this machine that run (a stopped one shares no CPU)."""
-    import psutil
-
-    count = 0
-    for proc in psutil.process_iter(["cmdline", "status"]):
-        argv = proc.info["cmdline"] or []
-        training = argv[1:3] == ["-m", "tagger.train"] or (argv[1:2] and argv[1].endswith("/tagger") and argv[2:3] == ["train"])
-        if training and proc.info["status"] not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE):
-            count += 1
-    return count
 
 
 def machine_state() -> dict[str, Any]:

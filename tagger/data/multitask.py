@@ -17,11 +17,10 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator
 
-import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-from tagger.data.datamodule import TaggerDataModule
+from tagger.data.datamodule import CPUBatches, TaggerDataModule
 from tagger.data.vocab import MultiTaskVocab, Vocab
 
 
@@ -90,7 +89,7 @@ class TaskBatches:
             yield {**self._next(name), "task": name}
 
 
-class MultiTaskDataModule(pl.LightningDataModule):
+class MultiTaskDataModule(CPUBatches):
     """``tasks``: name -> the :class:`TaggerDataModule` of that task's corpus (``tasks.NAME.data`` in the
     config; their ``vocab`` is set here, never built by them). The shared vocabulary normalises words by the
     settings given here (``lowercase``, ``normalize_digits``, ``case_fallback``, ``min_freq``), which replace the

@@ -31,6 +31,7 @@ from tagger.metrics import MAIN_METRIC, SELECTION  # noqa: E402
 from tagger.models.multitask import build_model  # noqa: E402
 from tagger.training.lightning_module import TaggerModule  # noqa: E402
 from tagger.training.multitask import MultiTaskModule, multitask_datamodule, task_configs  # noqa: E402
+from tagger.training.threads import training_threads  # noqa: E402
 from tagger.training.transfer import check_compatible, copy_parameters, lineage, task_source  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -81,8 +82,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     pl.seed_everything(cfg.seed, workers=True)
-    if cfg.get("threads"):
-        torch.set_num_threads(cfg.threads)
+    threads = training_threads(cfg.get("threads"))
+    if threads is not None:
+        torch.set_num_threads(threads)
 
     vectors = load_vectors(cfg.embedder.vectors, cfg.embedder.get("vectors_max_words")) \
         if cfg.embedder.get("vectors") else None

@@ -108,3 +108,12 @@ def test_data_options_reach_the_vocabulary_built_from_train(tiny_data):
     word = next(w for s in dm.tokens("train") for w in s if w.lower() != w.upper())
     assert dm.vocab.case_fallback and dm.vocab.word_id(word.swapcase()) != dm.vocab.word_id("qqq-never-seen")
     assert sum(dm.vocab.counts) == sum(len(s) for s in dm.tokens("train"))  # min_freq 1: every token counted
+
+
+def test_a_batch_stays_as_it_is_on_the_cpu_and_moves_to_another_device(tiny_data):
+    dm = _dm(tiny_data)
+    batch = next(iter(dm.train_dataloader()))
+    assert dm.transfer_batch_to_device(batch, torch.device("cpu"), 0) is batch
+    moved = dm.transfer_batch_to_device(batch, torch.device("meta"), 0)
+    assert moved is not batch and moved["words"].device.type == "meta"
+    assert moved["sentences"] == batch["sentences"]  # what is not a tensor travels as it is
