@@ -183,9 +183,11 @@ serve: setup
 
 # -- speed and reliability. `make bench [RUN=run_dir]`: the inference backends and the spaCy peers on EWT
 # (reports/bench.md); `make bench-families`: each model family, training and HTTP (reports/bench_families.md).
-# Both need a quiet machine. BENCH_ARGS=--quick checks a bench in minutes.
+# `make bench-train`: the default POS model's training speed against spaCy's efficiency tagger on EWT, the whole fit
+# and the time to a dev accuracy (reports/bench_training.md; BENCH_ARGS='--rounds 2' takes turns twice).
+# All need a quiet machine. BENCH_ARGS=--quick checks a bench in minutes.
 # make fuzz / make soak serve a trained run (RUN=run_dir, default: a comparison run) on a free port.
-.PHONY: fuzz kill-resume soak bench-families bench-ab
+.PHONY: fuzz kill-resume soak bench-families bench-ab bench-train
 
 # the bench extra (spaCy's en_core_web_sm, py-spy), installed once per change of the dependencies
 BENCH_STAMP := $(VENV)/.bench-installed-stamp
@@ -205,6 +207,9 @@ bench-ab: setup data
 
 bench-families: setup data
 	$(PY) -m bench.families $(BENCH_ARGS)
+
+bench-train: setup data $(BENCH_STAMP)
+	$(PY) -m bench.training $(BENCH_ARGS)
 
 fuzz: setup
 	RUN=$(RUN) PY=$(PY) scripts/fuzz_service.sh

@@ -75,12 +75,18 @@ def time_passes(runners: dict[str, Callable[[], Any]], tokens: int, repeats: int
     return speeds
 
 
+def spacy_tagger_config():
+    """The config ``spacy init config -p tagger -o efficiency -l en`` writes: spaCy's efficiency tagger."""
+    from spacy.cli.init_config import init_config
+
+    return init_config(lang="en", pipeline=["tagger"], optimize="efficiency")
+
+
 def spacy_peers(labels: list[str], batch_size: int) -> dict[str, Any]:
     """{name: (nlp, description)} of the spaCy pipelines that are installed."""
     import spacy
-    from spacy.cli.init_config import init_config
 
-    config = init_config(lang="en", pipeline=["tagger"], optimize="efficiency")
+    config = spacy_tagger_config()
     tagger_nlp = spacy.util.load_model_from_config(config, auto_fill=True)
     pipe = tagger_nlp.get_pipe("tagger")
     for label in labels:
