@@ -66,6 +66,21 @@ train-compare-pos train-compare-ner: train-compare-%: setup
 report-pos report-ner: report-%: setup
 	$(PY) -m tagger.report multirun/cross_corpus/$(DATA_$*)/*-glove_seed* --out reports/$* --title "$(TITLE_$*)" $(ARGS)
 
+# make report-multitask: the multi-task model (experiment=multitask seeds 1-3, in MT_RUNS) beside the single-task
+# self-attention default of each task (make compare's seeds 1-3, lines of reports/results.jsonl: scores only), one
+# report per task (--task) -> MT_OUT/pos, MT_OUT/ner
+MT_RUNS ?= multirun/multitask
+MT_OUT ?= reports/multitask
+MT_BASE_pos := experiment=compare_pos model=self_attention embedder=glove
+MT_BASE_ner := experiment=compare_ner data=conll2003 model=self_attention_ner embedder=glove
+TITLE_MT_pos := UD English EWT UPOS: the multi-task model (UPOS + CoNLL-2003 entities, one encoder) beside the single-task self-attention
+TITLE_MT_ner := CoNLL-2003 NER: the multi-task model (UPOS + CoNLL-2003 entities, one encoder) beside the single-task self-attention
+.PHONY: report-multitask report-multitask-pos report-multitask-ner
+report-multitask: report-multitask-pos report-multitask-ner
+
+report-multitask-pos report-multitask-ner: report-multitask-%: setup
+	$(PY) -m tagger.report $(MT_RUNS) --task $* --out $(MT_OUT)/$* --baseline '$(MT_BASE_$*)' --title "$(TITLE_MT_$*)" $(ARGS)
+
 ablation: setup
 	-$(PY) -m tagger.train -m experiment=ablate_attention
 	$(PY) -m tagger.report multirun/ablate_attention --out reports/ablation $(ARGS)

@@ -10,8 +10,9 @@ extrapolation) and writes ``report.md``, a self-contained ``report.html``, the P
 Nothing is dropped silently: a run dir without ``metrics.json`` (failed, killed or still running)
 and a sweep job that never started are listed in the report with their overrides.
 
-Reads straight down, one module per step: find runs and sweeps (:mod:`.sweeps`) -> label variants and
-group seeds (:mod:`.variants`) -> re-evaluate the checkpoints (:mod:`.evaluation`, through
+Reads straight down, one module per step: find runs and sweeps (:mod:`.sweeps`; a multi-task run as a run of the
+``--task`` chosen, :mod:`.multitask`; lines of results.jsonl as runs, scores only, :mod:`.baselines`) -> label
+variants and group seeds (:mod:`.variants`) -> re-evaluate the checkpoints (:mod:`.evaluation`, through
 :func:`tagger.inference.scoring.score_split`) -> build the sections (:mod:`.sections`, :mod:`.studies`, figures
 from :mod:`.plots`, numbers from :mod:`.stats`) -> render Markdown and HTML (:mod:`.document`) -> write
 (:mod:`.build`, which holds the command line).

@@ -12,7 +12,9 @@ from typing import Any, Sequence
 
 from tagger.metrics import MAIN_METRIC
 from tagger.report import __doc__ as REPORT_DOC
+from tagger.report.baselines import baseline_runs, section_baselines
 from tagger.report.evaluation import checkpoint_of, evaluate_run
+from tagger.report.multitask import note_multitask, select_task
 from tagger.report.sections import (Context, _task_of, section_best, section_commands, section_curves,
                                     section_length_unseen, section_main, section_per_label, section_summary)
 from tagger.report.studies import section_ablation, section_attention, section_extrapolation
@@ -25,9 +27,10 @@ DEFAULT_EDGES = (10, 20, 30, 40, 60)  # length buckets 1-10, 11-20, 21-30, 31-40
 
 def best_json(best: Run, c: Context) -> dict[str, Any]:
     ckpt = checkpoint_of(best)
+    candidates = sum(r.ok and not r.scores_only for r in c.runs)
     return {
         "selected_by": f"dev {c.metric}",
-        "reason": f"highest dev {c.metric} ({best.score('dev'):.2f}) among {sum(r.ok for r in c.runs)} completed runs; "
+        "reason": f"highest dev {c.metric} ({best.score('dev'):.2f}) among {candidates} completed runs; "
                   "test metrics were not used",
         "run_dir": str(best.path),
         "checkpoint": str(ckpt) if ckpt else best.metrics.get("best_checkpoint"),
@@ -41,7 +44,8 @@ def best_json(best: Run, c: Context) -> dict[str, Any]:
         "test": best.metrics.get("test"),
         "command": best.metrics.get("command"),
         "config": _relative_paths(best.config, Path.cwd()),
-    }
+    } | ({"task": "multitask", "model_task": best.model_task} if best.model_task else {})  # not a one-task model:
+    # find_best (make serve) takes a best.json of task pos or ner for a model of that task alone
 
 
 def _relative_paths(value: Any, base: Path) -> Any:
@@ -62,8 +66,13 @@ def make_report(paths: Sequence[Path], out: Path, args: argparse.Namespace) -> d
     runs, sweeps = find_runs(paths)
     if not runs:
         raise ReportError(f"no run dir (metrics.json or .hydra/config.yaml) under {', '.join(map(str, paths))}")
+    runs = select_task(runs, args.task)
     task = _task_of(runs)
     missing = missing_jobs(runs, sweeps)
+    if args.baseline:
+        runs += baseline_runs(args.baseline_results or Path("reports/results.jsonl"), args.baseline, task)
+    elif args.baseline_results:
+        raise ReportError(f"--baseline-results {args.baseline_results}: name its runs with --baseline 'OVERRIDES'")
     assign_variants(runs)
     groups = make_groups(runs, missing)
     out.mkdir(parents=True, exist_ok=True)
@@ -72,7 +81,7 @@ def make_report(paths: Sequence[Path], out: Path, args: argparse.Namespace) -> d
 
     if not args.no_eval:
         for r in runs:
-            if r.ok:
+            if r.ok and not r.scores_only:
                 try:
                     r.evaluation = evaluate_run(r, out / "cache", args.threads, args.batch_size, args.data_dir)
                 except Exception as e:  # a broken checkpoint or missing corpus is reported, not fatal
@@ -81,6 +90,8 @@ def make_report(paths: Sequence[Path], out: Path, args: argparse.Namespace) -> d
     best = best_run(runs)
     section_summary(c, best)
     section_main(c)
+    note_multitask(c)
+    section_baselines(c)
     section_transfer(c)
     section_per_label(c)
     section_length_unseen(c)
@@ -115,6 +126,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--attention-layer", type=int, default=-1, help="layer of the heat maps (default: last)")
     p.add_argument("--attention-sentences", type=int, default=3)
     p.add_argument("--title", default=None)
+    p.add_argument("--task", default=None, metavar="NAME",
+                   help="the task of the multi-task runs the report covers (each counts as a run of that task)")
+    p.add_argument("--baseline", action="append", default=[], metavar="'OVERRIDES'",
+                   help="the lines of --baseline-results whose command has these overrides (seed aside) are runs "
+                        "of the report, scores only (repeatable), e.g. 'experiment=compare_pos model=self_attention'")
+    p.add_argument("--baseline-results", type=Path, default=None, metavar="FILE",
+                   help="the results.jsonl --baseline reads (default reports/results.jsonl)")
     args = p.parse_args(argv)
     args.command = " ".join(["python -m tagger.report", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
     return args

@@ -60,7 +60,8 @@ def unseen_mask(ev: dict[str, Any], kind: str = "unseen") -> list[list[bool]]:
 
 
 def evaluate_run(run: Run, cache_dir: Path, threads: int, batch_size: int, data_dir: str | None) -> dict[str, Any]:
-    """Predict the test split with the run's best checkpoint and saved vocab; cached in ``cache_dir``.
+    """Predict the test split with the run's best checkpoint and saved vocab; cached in ``cache_dir``. One task of a
+    multi-task run (``run.model_task``) is predicted by that task's head on that task's corpus.
 
     Returns {"labels", "gold", "pred" (label ids per sentence), "unseen" ("0"/"1" per token, from the
     model's vocab), "unknown" (likewise: not in the vocabulary at all, so not in the vectors either), "scheme",
@@ -80,7 +81,8 @@ def evaluate_run(run: Run, cache_dir: Path, threads: int, batch_size: int, data_
     key = {"version": CACHE_VERSION, "checkpoint": str(ckpt.resolve()), "mtime_ns": stat.st_mtime_ns,
            "size": stat.st_size, "threads": threads, "batch_size": batch_size, "windowed": windowed,
            "code": prediction_code_hash()}
-    cache = cache_dir / f"{run.path.name}-{hashlib.sha1(str(run.path.resolve()).encode()).hexdigest()[:8]}.json.gz"
+    name = run.path.name + (f"-{run.model_task}" if run.model_task else "")
+    cache = cache_dir / f"{name}-{hashlib.sha1(str(run.path.resolve()).encode()).hexdigest()[:8]}.json.gz"
     if cache.exists():
         try:
             cached = json.loads(gzip.decompress(cache.read_bytes()))
@@ -93,19 +95,21 @@ def evaluate_run(run: Run, cache_dir: Path, threads: int, batch_size: int, data_
     test = load_corpus(run.config["data"]["corpus"], data_dir)["test"]
     torch.set_num_threads(threads)
     # warm-up of 16 sentences: first-call allocations are not inference speed
-    scored = score_split(loaded.tagger, loaded.vocab, test, batch_size, warmup=16)
+    scored = score_split(loaded.tagger, loaded.vocab, test, batch_size, warmup=16, task=run.model_task)
+    vocab = loaded.vocab.for_task(run.model_task) if run.model_task else loaded.vocab
     labels = sorted({t for s in scored.gold + scored.pred for t in s})
     index = {t: i for i, t in enumerate(labels)}
     ev = {
         "key": key, "labels": labels, "gold": _encode(scored.gold, index), "pred": _encode(scored.pred, index),
         "unseen": ["".join("1" if u else "0" for u in s) for s in scored.unseen],
         "unknown": ["".join("1" if u else "0" for u in s) for s in scored.unknown],
-        "scheme": loaded.vocab.tag_scheme, "task": loaded.vocab.task,
+        "scheme": vocab.tag_scheme, "task": vocab.task,
         "tokens_per_s": scored.n_tokens / scored.seconds if scored.seconds else None, "seconds": scored.seconds,
         "n_tokens": scored.n_tokens, "threads": threads, "loadavg": os.getloadavg()[0], "max_len": loaded.tagger.max_len,
     }
     if windowed:  # what a table of only max_train_len rows would force: overlapping windows
-        short = score_split(loaded.tagger, loaded.vocab, test, batch_size, window=int(run.max_train_len))
+        short = score_split(loaded.tagger, loaded.vocab, test, batch_size, window=int(run.max_train_len),
+                            task=run.model_task)
         ev |= {"window": short.window, "window_overlap": short.overlap, "pred_windowed": _encode(short.pred, index)}
     cache_dir.mkdir(parents=True, exist_ok=True)
     cache.write_bytes(gzip.compress(json.dumps(ev).encode()))

@@ -24,6 +24,11 @@ def find_runs(paths: list[str]) -> list[Path]:
     return runs
 
 
+def read_lines(jsonl: Path) -> list[dict[str, Any]]:
+    """The lines of a results.jsonl, one dict each."""
+    return [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
+
+
 def result_line(run: Path, variant: str | None) -> dict[str, Any]:
     m = json.loads((run / "metrics.json").read_text())
     key = m["main_metric"]
@@ -113,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     jsonl = out / "results.jsonl"
-    lines = [json.loads(l) for l in jsonl.read_text().splitlines() if l.strip()] if jsonl.exists() else []
+    lines = read_lines(jsonl) if jsonl.exists() else []
     if args.compare:
         columns = [(c.partition("=")[0], c.partition("=")[2].split("|")) for c in args.column]
         if not columns or not all(h and v != [""] for h, v in columns):

@@ -108,7 +108,7 @@ def section_main(c: Context) -> None:
             fmt(mean_std(r.metrics.get("train_tokens_per_s") for r in rs), 0, True),
             fmt(mean_std(ev), 0, True),
         ])
-    threads = sorted({str(r.metrics.get("threads")) for r in c.runs if r.ok})
+    threads = sorted({str(r.metrics.get("threads")) for r in c.runs if r.ok and not r.scores_only})
     d.table(["variant", "runs (done/planned)", f"dev {m}", f"test {m}", "params", "epochs", "best epoch",
              "fit wall time (s)", "train tokens/s", "inference tokens/s"], rows,
             f"Dev and test {METRIC_TEXT[m]} of the best checkpoint (by dev) of each run, from metrics.json. "
@@ -303,7 +303,8 @@ def _length_verdict(groups: list[Group], stats: dict[str, list[Stat]], names: li
 def _curves(c: Context, g: Group) -> dict[str, list[float]] | None:
     per_run = []
     for r in g.runs:
-        curve = read_curve(r.path / "csv" / "metrics.csv", c.metric)
+        # a task of a multi-task run logs its metrics as val/TASK/METRIC
+        curve = read_curve(r.path / "csv" / "metrics.csv", f"{r.model_task}/{c.metric}" if r.model_task else c.metric)
         if curve:
             fit = r.metrics.get("fit_seconds") or 0.0
             per_run.append({e: (v, fit * (i + 1) / len(curve)) for i, (e, _, v) in enumerate(curve)})

@@ -30,6 +30,9 @@ class Run:
     evaluation: dict[str, Any] | None = None  # re-evaluation of the test split (see evaluate_run)
     eval_problem: str | None = None
     model_choice: str | None = None  # .hydra/hydra.yaml: the model config chosen (names runs without results)
+    label: str | None = None  # names its variant beside the model (one task of a multi-task run, a results row)
+    model_task: str | None = None  # one task of a multi-task run: its metrics and config are that task's (.multitask)
+    scores_only: bool = False  # a line of results.jsonl: dev and test scores, no checkpoint here (.baselines)
 
     @property
     def ok(self) -> bool:
@@ -105,14 +108,21 @@ def _model_choice(hydra_cfg: dict[str, Any]) -> str | None:
     return ((hydra_cfg.get("runtime") or {}).get("choices") or {}).get("model")
 
 
+def hydra_choices(d: Path) -> dict[str, str]:
+    """The config chosen for each group of the run dir ``d`` (.hydra/hydra.yaml; ``data@tasks.pos.data: ud_ewt``),
+    empty when the run has no Hydra record."""
+    hydra_yaml = d / ".hydra" / "hydra.yaml"
+    if not hydra_yaml.exists():
+        return {}
+    return ((yaml.safe_load(hydra_yaml.read_text()) or {}).get("hydra", {}).get("runtime") or {}).get("choices") or {}
+
+
 def load_run(d: Path) -> Run:
     ov_path = d / ".hydra" / "overrides.yaml"
     overrides = [str(o) for o in (yaml.safe_load(ov_path.read_text()) or [])] if ov_path.exists() else []
     m_path = d / "metrics.json"
     if not m_path.exists():
-        hydra_yaml = d / ".hydra" / "hydra.yaml"
-        choice = _model_choice((yaml.safe_load(hydra_yaml.read_text()) or {}).get("hydra", {})) if hydra_yaml.exists() else None
-        return Run(d, None, overrides, _failure_reason(d), model_choice=choice)
+        return Run(d, None, overrides, _failure_reason(d), model_choice=hydra_choices(d).get("model"))
     try:
         metrics = json.loads(m_path.read_text())
     except json.JSONDecodeError as e:

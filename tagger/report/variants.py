@@ -27,8 +27,14 @@ def _flatten(d: Any, prefix: str = "") -> dict[str, str]:
 def _varying_config(run: Run) -> dict[str, str]:
     flat = _flatten(run.config)
     out_dir = str(run.config.get("output_dir") or run.path)
-    return {k: v for k, v in flat.items()
-            if not any(k == p or k.startswith(p + ".") for p in _NOT_VARIANT) and out_dir not in v}
+    return {k: v for k, v in flat.items() if not _not_variant(k) and out_dir not in v}
+
+
+def _not_variant(key: str) -> bool:
+    """Whether the config key is one of :data:`_NOT_VARIANT`; a key of a task of a multi-task run
+    (``tasks.NAME.data.seed``) is read as a run's own (``data.seed``)."""
+    key = re.sub(r"^tasks\.[^.]+\.", "", key)
+    return any(key == p or key.startswith(p + ".") for p in _NOT_VARIANT)
 
 
 def _short(key: str) -> str:
@@ -43,15 +49,15 @@ def _label_value(v: str) -> str:
 
 
 def assign_variants(runs: Sequence[Run]) -> None:
-    """Label every run. Completed runs: model name + ``key=value`` for each config value that differs
-    between completed runs of that model (keys of a group chosen by name, e.g. ``head.*``, only count
-    when they differ between runs with the same choice). Runs without results take the label of
+    """Label every run. Completed runs: model name (and the run's ``label``, if any) + ``key=value`` for each
+    config value that differs between completed runs of that model and label (keys of a group chosen by name, e.g.
+    ``head.*``, only count when they differ between runs with the same choice). Runs without results take the label of
     completed runs with the same overrides (seed aside), else a label from their overrides."""
     ok = [r for r in runs if r.ok]
     flats = {id(r): _varying_config(r) for r in ok}
     by_model: dict[str, list[Run]] = {}
-    for r in ok:
-        by_model.setdefault(str(r.metrics.get("model")), []).append(r)
+    for r in ok:  # a run with a label (one task of a multi-task run, a results row) is named by it beside its model
+        by_model.setdefault(" ".join(filter(None, (str(r.metrics.get("model")), r.label))), []).append(r)
     for name, group in by_model.items():
         keys = sorted({k for r in group for k in flats[id(r)]})
         varying = []
@@ -153,7 +159,8 @@ def make_groups(runs: Sequence[Run], missing: Sequence[tuple[Sweep, list[str]]])
 
 
 def best_run(runs: Sequence[Run]) -> Run | None:
-    """The completed run with the highest dev main metric; ties go to the first path (sorted).
-    Test metrics play no part: choosing by test would leak the test set into model selection."""
-    ok = sorted((r for r in runs if r.ok), key=lambda r: str(r.path))
+    """The completed run with the highest dev main metric; ties go to the first path (sorted). A line of
+    results.jsonl is never chosen: its checkpoint is not here. Test metrics play no part: choosing by test would leak
+    the test set into model selection."""
+    ok = sorted((r for r in runs if r.ok and not r.scores_only), key=lambda r: str(r.path))
     return max(ok, key=lambda r: r.score("dev"), default=None)
