@@ -45,11 +45,13 @@ def describe(run: Run) -> str:
 
 
 def task_side(run: Run, name: str) -> Run:
-    """The multi-task ``run`` as a run of its task ``name``: that task's kind, corpus, main metric, dev and test
-    metrics, and a config whose ``data`` and ``head`` are the task's; the rest (model, params, times) is the run's."""
+    """The multi-task ``run`` as a run of its task ``name``: that task's kind, corpus, head (Hydra's choice, where the
+    run has it), main metric, dev and test metrics, and a config whose ``data`` and ``head`` are the task's; the rest
+    (model, params, times) is the run's."""
     m, task = run.metrics, _task_config(run, name)
     kind = m["tasks"][name]
-    metrics = m | {"task": kind, "data": corpus_name(run, name), "main_metric": MAIN_METRIC[kind],
+    head = hydra_choices(run.path).get(f"head@tasks.{name}.head") or m.get("head")
+    metrics = m | {"task": kind, "data": corpus_name(run, name), "main_metric": MAIN_METRIC[kind], "head": head,
                    "dev": (m.get("dev") or {}).get(name), "test": (m.get("test") or {}).get(name),
                    "config": run.config | {"data": task["data"], "head": task["head"]}}
     return dataclasses.replace(run, metrics=metrics, label=describe(run), model_task=name)

@@ -29,16 +29,26 @@ def read_lines(jsonl: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
 
 
-def result_line(run: Path, variant: str | None) -> dict[str, Any]:
-    m = json.loads((run / "metrics.json").read_text())
-    key = m["main_metric"]
-    return {
-        "task": m["task"], "data": m["data"], "model": m["model"], "head": m.get("head"),
-        "variant": variant or "default", "seed": m["seed"],
-        "dev": round(m["dev"][key], 2), "test": round(m["test"][key], 2), "metric": key,
-        "params": m["params"], "train_seconds": m["train_seconds"], "epochs": m["epochs"],
-        "train_tokens_per_s": m.get("train_tokens_per_s"), "command": m["command"], "run_dir": str(run),
-    }
+def result_lines(run: Path, variant: str | None) -> list[dict[str, Any]]:
+    """The lines of one run: one line, or one per task of a multi-task run (its task's kind, corpus and scores, the
+    variant naming the multi-task model unless ``variant`` is given)."""
+    from tagger.report.multitask import describe, is_multitask, task_side
+    from tagger.report.sweeps import load_run
+
+    loaded = load_run(run)
+    sides = [(task_side(loaded, n).metrics, variant or describe(loaded)) for n in loaded.metrics["tasks"]] \
+        if is_multitask(loaded) else [(loaded.metrics, variant or "default")]
+    lines = []
+    for m, name in sides:
+        key = m["main_metric"]
+        lines.append({
+            "task": m["task"], "data": m["data"], "model": m["model"], "head": m.get("head"),
+            "variant": name, "seed": m["seed"],
+            "dev": round(m["dev"][key], 2), "test": round(m["test"][key], 2), "metric": key,
+            "params": m["params"], "train_seconds": m["train_seconds"], "epochs": m["epochs"],
+            "train_tokens_per_s": m.get("train_tokens_per_s"), "command": m["command"], "run_dir": str(run),
+        })
+    return lines
 
 
 def _mean_std(xs: list[float]) -> str:
@@ -127,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{args.compare}: {len(columns)} column(s) from {jsonl}")
         if not args.runs:
             return
-    new = [result_line(r, args.variant) for r in find_runs(args.runs)]
+    new = [line for r in find_runs(args.runs) for line in result_lines(r, args.variant)]
     if not new:
         raise SystemExit(f"no finished run (metrics.json) under {args.runs}")
     fresh = {r["run_dir"] for r in new}

@@ -65,3 +65,17 @@ def test_comparison_table_pools_variants_and_means_dev_over_corpora():
     # mean dev over corpora a and b: (81 + 60) / 2 for scratch; vectors lacks corpus b
     assert "| ner | m | 70.50 | – | a, b |" in md
     assert "99.00" not in md
+
+
+def test_a_multi_task_run_gives_one_line_per_task_with_that_tasks_scores(tmp_path, tiny_multitask_run):
+    out = tmp_path / "reports"
+    main([str(tiny_multitask_run), "--out", str(out)])
+    lines = {l["task"]: l for l in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    metrics = json.loads((tiny_multitask_run / "metrics.json").read_text())
+    assert set(lines) == set(metrics["tasks"].values())
+    for name, kind in metrics["tasks"].items():
+        key = lines[kind]["metric"]
+        assert lines[kind]["dev"] == round(metrics["dev"][name][key], 2)
+        assert lines[kind]["test"] == round(metrics["test"][name][key], 2)
+        assert lines[kind]["variant"].startswith("multi-task: ")
+    assert lines["pos"]["data"] != lines["ner"]["data"]
