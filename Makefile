@@ -75,8 +75,24 @@ MT_BASE_pos := experiment=compare_pos model=self_attention embedder=glove
 MT_BASE_ner := experiment=compare_ner data=conll2003 model=self_attention_ner embedder=glove
 TITLE_MT_pos := UD English EWT UPOS: the multi-task model (UPOS + CoNLL-2003 entities, one encoder) beside the single-task self-attention
 TITLE_MT_ner := CoNLL-2003 NER: the multi-task model (UPOS + CoNLL-2003 entities, one encoder) beside the single-task self-attention
-.PHONY: report-multitask report-multitask-pos report-multitask-ner
+TITLE_MT_transfer = $(1): self-attention fine-tuned from the multi-task model beside fine-tuned from the CoNLL-2003 model
+.PHONY: multitask report-multitask report-multitask-pos report-multitask-ner
+# make multitask: experiment=multitask seeds 1-3, three trainings at once on 1 thread each (multirun/multitask), then
+# fine-tuning from its seed 1 on BTC and WikiGold (experiment=ner_finetune, seeds 1-3: beside the fine-tuning from
+# the CoNLL-2003 model of make transfer) and make report-multitask
+MT_SWEEP := hydra.sweep.dir=multirun/multitask 'hydra.sweep.subdir=$${model_name}-multitask_seed$${seed}'
+multitask: setup
+	-for s in 1 2 3; do $(PY) -m tagger.train -m experiment=multitask seed=$$s $(MT_SWEEP) & done; wait
+	-$(PY) -m tagger.train -m experiment=ner_finetune data=btc,wikigold seed=1,2,3 \
+	  init_from=multirun/multitask/self_attention_ner-multitask_seed1 $(call TR_SWEEP,finetune_frommt)
+	$(MAKE) report-multitask
+
+# the two reports of one task each, and the transfer reports: each small corpus's runs fine-tuned from the multi-task
+# model (make multitask) beside those fine-tuned from the CoNLL-2003 model (make transfer)
 report-multitask: report-multitask-pos report-multitask-ner
+	for d in btc wikigold; do $(PY) -m tagger.report multirun/transfer/$$d/self_attention_ner-finetune_seed* \
+	  multirun/transfer/$$d/self_attention_ner-finetune_frommt_seed* --out $(MT_OUT)/transfer_$$d \
+	  --title "$(call TITLE_MT_transfer,$$d)" $(ARGS) || exit 1; done
 
 report-multitask-pos report-multitask-ner: report-multitask-%: setup
 	$(PY) -m tagger.report $(MT_RUNS) --task $* --out $(MT_OUT)/$* --baseline '$(MT_BASE_$*)' --title "$(TITLE_MT_$*)" $(ARGS)
