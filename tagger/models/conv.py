@@ -16,34 +16,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-def neighbourhoods(x: torch.Tensor, kernel: int) -> torch.Tensor:
-    """(B,T,d) -> (B,T,kernel*d): each position's ``kernel``-wide neighbourhood as one row,
-    [x_{t-k//2} ; ... ; x_{t+k//2}], zeros past either end."""
-    B, T, d = x.shape
-    half = kernel // 2
-    padded = F.pad(x, (0, 0, half, half))  # (B,T+k-1,d)
-    return padded.unfold(1, kernel, 1).transpose(2, 3).reshape(B, T, kernel * d)  # (B,T,k*d)
-
-
 class TokenConv(nn.Conv1d):
-    """A convolution over positions on (B,T,d_in) -> (B,T,d_out), same length (odd kernel).
-
-    ``gemm``: compute it as one matrix product of the unfolded input with the same weights (the parameters, and
-    so the checkpoints, are those of the convolution either way). On a CPU that is faster for wide channels (the
-    FFN's 128 -> 256 over words, forward and backward), slower for the narrow, short character CNN."""
-
-    def __init__(self, *args, gemm: bool = False, **kwargs):
-        super().__init__(*args, **kwargs)
-        if gemm and (self.padding != (self.kernel_size[0] // 2,) or self.stride != (1,) or self.dilation != (1,)
-                     or self.groups != 1):
-            raise ValueError(f"TokenConv(gemm=True) computes same-length convolutions only, got {self}")
-        self.gemm = gemm
+    """A convolution over positions on (B,T,d_in) -> (B,T,d_out), same length (odd kernel)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.gemm:
-            d_out, d_in, k = self.weight.shape
-            weight = self.weight.permute(0, 2, 1).reshape(d_out, k * d_in)  # row layout of neighbourhoods()
-            return F.linear(neighbourhoods(x, k), weight, self.bias)  # (B,T,k*d_in) -> (B,T,d_out)
         return super().forward(x.transpose(1, 2)).transpose(1, 2)  # (B,d_in,T) -> (B,d_out,T) -> (B,T,d_out)
 
 
@@ -58,13 +34,17 @@ class UnfoldedConv(nn.Module):
             raise ValueError(f"UnfoldedConv reproduces same-length convolutions only, got {conv}")
         self.kernel = k
         self.linear = nn.Linear(k * d_in, d_out, bias=conv.bias is not None)
-        with torch.no_grad():  # row layout of neighbourhoods() <- weight (d_out, d_in, k)
+        with torch.no_grad():  # row layout [x_{t-k//2} ; ... ; x_{t+k//2}] <- weight (d_out, d_in, k)
             self.linear.weight.copy_(conv.weight.permute(0, 2, 1).reshape(d_out, k * d_in))
             if conv.bias is not None:
                 self.linear.bias.copy_(conv.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear(neighbourhoods(x, self.kernel))  # (B,T,k*d_in) -> (B,T,d_out)
+        B, T, d = x.shape
+        half = self.kernel // 2
+        padded = F.pad(x, (0, 0, half, half))  # (B,T+k-1,d_in)
+        rows = padded.unfold(1, self.kernel, 1).transpose(2, 3).reshape(B, T, self.kernel * d)  # (B,T,k*d_in)
+        return self.linear(rows)  # (B,T,d_out)
 
 
 def unfold_convs(module: nn.Module) -> nn.Module:

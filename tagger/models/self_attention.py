@@ -27,8 +27,7 @@ class FeedForward(nn.Module):
             raise ValueError(f"model.activation must be one of {sorted(acts)}, got {activation!r}")
         if kernel < 1 or kernel % 2 == 0:
             raise ValueError(f"model.ffn_kernel must be an odd integer >= 1, got {kernel}")
-        first = nn.Linear(d_model, ffn_dim) if kernel == 1 else \
-            TokenConv(d_model, ffn_dim, kernel, padding=kernel // 2, gemm=True)
+        first = nn.Linear(d_model, ffn_dim) if kernel == 1 else TokenConv(d_model, ffn_dim, kernel, padding=kernel // 2)
         self.net = nn.Sequential(first, acts[activation](), nn.Dropout(dropout), nn.Linear(ffn_dim, d_model))
         self.local = kernel > 1
 

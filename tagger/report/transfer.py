@@ -53,9 +53,13 @@ def section_transfer(c: Context) -> None:
         sources.setdefault(r.metrics["init_from"]["source"], r)
     scores = {}
     for source, r in sources.items():
-        if r.metrics["init_from"].get("task") not in (None, r.metrics.get("task")):
-            scores[source] = {"problem": f"a {r.metrics['init_from']['task']} model (cross-task): its labels are "
-                                         "not this corpus's kind"}
+        init = r.metrics["init_from"]
+        if init.get("source_task") is not None:  # the source had several tasks (its task is recorded as one of them)
+            scores[source] = {"problem": f"a multi-task model (its {init['source_task']} head started this run): "
+                                         "zero-shot is scored for single-task sources"}
+            continue
+        if init.get("task") not in (None, r.metrics.get("task")):
+            scores[source] = {"problem": f"a {init['task']} model (cross-task): its labels are not this corpus's kind"}
             continue
         try:
             scores[source] = zero_shot(r, c.args.data_dir)

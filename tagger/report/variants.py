@@ -11,7 +11,13 @@ from tagger.report.sweeps import Run, Sweep, _identity
 
 MODEL_ORDER = ("window_fc", "bilstm", "self_attention", "self_attention_ner")  # lecture order: window, RNN, attention
 # config keys that differ between runs without making them different models
-_NOT_VARIANT = ("seed", "data.seed", "output_dir", "ckpt_path", "data_dir", "data.corpus.data_dir", "ablation")
+_NOT_VARIANT = ("seed", "data.seed", "output_dir", "ckpt_path", "data_dir", "data.corpus.data_dir", "ablation",
+                # where and how checkpoints are written, and the fused AdamW (the same updates as the loop one,
+                # tests/training/test_optimizer.py): none changes what a run learns
+                "callbacks.model_checkpoint.save_last", "callbacks.last_checkpoint", "trainer.plugins",
+                "optimizer.fused")
+# keys added to the configs with a default that is what runs made before them did: absent counts as that value
+_ABSENT_MEANS = {"data.corpus.encoding": "utf-8", "transfer.task": "null"}
 _NAMED_GROUPS = {"model": "model_name", "head": "head_name", "data": "data_name"}
 
 
@@ -25,7 +31,7 @@ def _flatten(d: Any, prefix: str = "") -> dict[str, str]:
 
 
 def _varying_config(run: Run) -> dict[str, str]:
-    flat = _flatten(run.config)
+    flat = _ABSENT_MEANS | _flatten(run.config)
     out_dir = str(run.config.get("output_dir") or run.path)
     return {k: v for k, v in flat.items() if not _not_variant(k) and out_dir not in v}
 

@@ -170,7 +170,7 @@ def lineage(arg: str, source: Any, loaded: Any, report: TransferReport, label_ma
         "checkpoint": str(source.checkpoint) if source.checkpoint else None,
         "store_tag": source.store_tag,
         "run_dir": str(source.run_dir) if source.run_dir else None,
-        "task": loaded.vocab.task,
+        "task": "multitask" if loaded.vocab.tasks is not None else loaded.vocab.task,  # the task: source_task
         "data": metrics.get("data"),
         "model": metrics.get("model"),
         "main_metric": main,

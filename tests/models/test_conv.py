@@ -19,22 +19,6 @@ def test_unfolded_conv_computes_the_convolution(kernel):
                             for t in range(7)], dim=1)  # (B,T,d_out)
     assert torch.allclose(conv(x), expected, atol=1e-5)
     assert torch.allclose(UnfoldedConv(conv)(x), expected, atol=1e-5)
-    conv.gemm = True
-    assert torch.allclose(conv(x), expected, atol=1e-5)
-
-
-def test_the_gemm_form_trains_the_convolution_weights_alike():
-    torch.manual_seed(0)
-    conv = TokenConv(6, 4, 3, padding=1)
-    gemm = TokenConv(6, 4, 3, padding=1, gemm=True)
-    gemm.load_state_dict(conv.state_dict())  # one parameter layout: checkpoints load into either form
-    x = torch.randn(3, 7, 6, requires_grad=True)
-    (conv(x) ** 2).sum().backward()
-    grads = [p.grad.clone() for p in (x, conv.weight, conv.bias)]
-    x.grad = None
-    (gemm(x) ** 2).sum().backward()
-    for expected, got in zip(grads, (x.grad, gemm.weight.grad, gemm.bias.grad)):
-        assert torch.allclose(got, expected, atol=1e-4)
 
 
 def test_one_token_and_no_bias():
@@ -46,8 +30,6 @@ def test_one_token_and_no_bias():
 def test_other_convolutions_are_refused():
     with pytest.raises(ValueError, match="same-length"):
         UnfoldedConv(TokenConv(4, 4, 3, padding=0))
-    with pytest.raises(ValueError, match="same-length"):
-        TokenConv(4, 4, 3, padding=0, gemm=True)
 
 
 def test_unfold_convs_copies_and_replaces_every_token_conv():

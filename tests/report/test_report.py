@@ -256,6 +256,42 @@ def test_the_config_labels_runs_whose_overrides_do_not_tell_them_apart(tmp_path)
         "a": "self_attention layers=2", "b": "self_attention layers=4", "c": "self_attention layers=2"}
 
 
+def test_checkpoint_plumbing_and_keys_absent_from_older_runs_do_not_make_variants(tmp_path):
+    # a run made before the config gained a key with the older behaviour as its default, or with other checkpoint
+    # writing: the same model, so no label; a real difference beside them still labels the runs
+    for name, extra in (("old", {}), ("new", {"transfer": {"task": None}, "optimizer": {"fused": True},
+                                              "callbacks": {"last_checkpoint": {"filename": "last"}}})):
+        d = fake_run(tmp_path / "r", name, "self_attention", 1, 90.0, 88.0, overrides=["experiment=pos", "seed=1"])
+        metrics = json.loads((d / "metrics.json").read_text())
+        metrics["config"] |= extra
+        if name == "new":
+            metrics["config"]["data"]["corpus"]["encoding"] = "utf-8"
+        (d / "metrics.json").write_text(json.dumps(metrics))
+    runs, _ = find_runs([tmp_path / "r"])
+    assign_variants(runs)
+    assert {r.variant for r in runs} == {"self_attention"}
+    fake_run(tmp_path / "r", "latin", "self_attention", 1, 90.0, 88.0, overrides=["experiment=pos", "seed=1"])
+    d = tmp_path / "r" / "latin"
+    metrics = json.loads((d / "metrics.json").read_text())
+    metrics["config"]["data"]["corpus"]["encoding"] = "latin-1"
+    (d / "metrics.json").write_text(json.dumps(metrics))
+    runs, _ = find_runs([tmp_path / "r"])
+    assign_variants(runs)
+    assert {r.path.name: r.variant for r in runs}["latin"] == "self_attention data.corpus.encoding=latin-1"
+
+
+def test_a_multi_task_source_is_named_as_such_not_as_its_first_task(tmp_path):
+    d = fake_run(tmp_path / "r", "ft", "self_attention", 1, 90.0, 88.0,
+                 overrides=["experiment=ner_finetune", "init_from=/x/mt", "seed=1"])
+    metrics = json.loads((d / "metrics.json").read_text())
+    metrics["init_from"] = {"source": "/x/mt", "data": "multitask", "model": "self_attention_ner", "task": "pos",
+                            "source_task": "ner"}
+    (d / "metrics.json").write_text(json.dumps(metrics))
+    md, _ = run_report(tmp_path, [tmp_path / "r"], "--no-eval")
+    assert "not scored: a multi-task model (its ner head started this run)" in md
+    assert "(cross-task)" not in md
+
+
 def test_bad_inputs_are_named(tmp_path, capsys):
     assert report_main([str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
     assert "nope: no such run or sweep dir" in capsys.readouterr().err

@@ -48,7 +48,7 @@ def test_init_from_a_multitask_run_fine_tunes_an_ner_model(tiny_multitask_run, t
                                            "trainer.max_epochs=1", f"init_from={tiny_multitask_run}",
                                            "data.lowercase=false"])
     init = json.loads((run / "metrics.json").read_text())["init_from"]
-    assert init["source_task"] == "ner"
+    assert init["source_task"] == "ner" and init["task"] == "multitask"  # not the first task's kind
     assert "head.proj.weight" in init["transferred"]["partial"]  # the entity head's label rows came along
     assert not any(name.startswith("head.") for name in init["transferred"]["fresh"])
 
